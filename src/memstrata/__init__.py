@@ -1,0 +1,47 @@
+"""memstrata: long-term memory for AI agents.
+
+    import memstrata
+    m = memstrata.open("memory.db")
+    m.upsert("agent", [{"content": "The user drives a red car", "key": "user.car"}])
+    m.search("agent", "car").hits
+"""
+
+from memstrata.domain.errors import (
+    ERRORS_BY_CODE,
+    Forbidden,
+    InvalidInput,
+    MemstrataError,
+    NotFound,
+    PolicyLimit,
+    ProviderFailed,
+    ReindexNeeded,
+    SemanticUnavailable,
+    Unauthenticated,
+    VersionConflict,
+    WriteConflict,
+)
+from memstrata.domain.records import Record, UpsertResult
+from memstrata.domain.search import Hit, SearchResult
+from memstrata.memory import Memory
+from memstrata.memory import open_memory as open
+
+__all__ = [
+    "ERRORS_BY_CODE",
+    "Forbidden",
+    "Hit",
+    "InvalidInput",
+    "Memory",
+    "MemstrataError",
+    "NotFound",
+    "PolicyLimit",
+    "ProviderFailed",
+    "Record",
+    "ReindexNeeded",
+    "SearchResult",
+    "SemanticUnavailable",
+    "Unauthenticated",
+    "UpsertResult",
+    "VersionConflict",
+    "WriteConflict",
+    "open",
+]

@@ -1,0 +1,192 @@
+"""The record: one thing an agent knows, with when it was true and when it was recorded."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    field_validator,
+    model_validator,
+)
+
+from memstrata.domain.errors import InvalidInput
+from memstrata.domain.time import format_instant, from_us, parse_instant, to_us
+from memstrata.domain.validation import reraise_memstrata
+
+NAMESPACE_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+MAX_ID_LENGTH = 256
+
+Trust = Literal["unverified", "verified"]
+
+
+def _instant(value: Any) -> Any:
+    if value is None:
+        return None
+    return from_us(parse_instant(value, "instant"))
+
+
+Instant = Annotated[
+    datetime,
+    BeforeValidator(reraise_memstrata(_instant)),
+    PlainSerializer(lambda value: format_instant(to_us(value)), return_type=str),
+]
+
+
+def _text_value(value: Any) -> Any:
+    """Metadata values are strings; numbers and booleans are written as their JSON text."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError("must be a finite number or a string")
+        return str(value)
+    return value
+
+
+MetadataValue = Annotated[str, BeforeValidator(_text_value)]
+
+
+def validate_namespace(namespace: object) -> str:
+    if not isinstance(namespace, str) or not NAMESPACE_PATTERN.match(namespace):
+        raise InvalidInput(
+            f"namespace {namespace!r} is invalid: use 1-63 characters of a-z, 0-9, '_' and '-', "
+            "starting with a letter or digit"
+        )
+    return namespace
+
+
+def validate_record_id(record_id: object, field: str = "id") -> str:
+    if not isinstance(record_id, str) or not record_id:
+        raise InvalidInput(f"{field} must be a non-empty string")
+    if len(record_id) > MAX_ID_LENGTH:
+        raise InvalidInput(f"{field} is {len(record_id)} characters; the limit is {MAX_ID_LENGTH}")
+    if not record_id.isprintable():
+        raise InvalidInput(f"{field} must contain only printable characters")
+    return record_id
+
+
+class Origin(BaseModel):
+    """Where a mined record came from."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str
+    document: str
+    chunk: int = Field(ge=0)
+    revision: str | None = None
+
+
+class Record(BaseModel):
+    """A memory. On write, server-set fields (version, timestamps, trust, superseded_by)
+    are ignored; on read, optional fields that are unset are absent from JSON."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        ser_json_bytes="base64",
+        val_json_bytes="base64",
+        validate_assignment=False,
+    )
+
+    id: str = Field(default="", max_length=MAX_ID_LENGTH)
+    namespace: str = ""
+    content: str = ""
+    payload: bytes | None = None
+    metadata: dict[str, MetadataValue] = Field(default_factory=dict)
+    tags: list[str] = Field(default_factory=list)
+    kind: str = "note"
+    key: str | None = None
+    trust: Trust = "unverified"
+    source: str | None = None
+    origin: Origin | None = None
+    created_at: Instant | None = None
+    updated_at: Instant | None = None
+    valid_from: Instant | None = None
+    valid_to: Instant | None = None
+    deleted_at: Instant | None = None
+    supersedes: list[str] = Field(default_factory=list)
+    superseded_by: str | None = None
+    version: int | None = None
+    if_version: int | None = Field(default=None, ge=0)
+    vector: list[float] | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _printable_id(cls, value: str) -> str:
+        if value and not value.isprintable():
+            raise ValueError("must contain only printable characters")
+        return value
+
+    @field_validator("tags")
+    @classmethod
+    def _clean_tags(cls, tags: list[str]) -> list[str]:
+        cleaned: list[str] = []
+        for tag in tags:
+            if not tag.strip():
+                raise ValueError("tags must be non-empty strings")
+            if tag not in cleaned:
+                cleaned.append(tag)
+        return cleaned
+
+    @field_validator("kind")
+    @classmethod
+    def _lower_kind(cls, kind: str) -> str:
+        kind = kind.strip().lower()
+        if not kind:
+            raise ValueError("must be a non-empty word such as note, fact or decision")
+        return kind
+
+    @field_validator("key")
+    @classmethod
+    def _non_empty_key(cls, key: str | None) -> str | None:
+        if key is not None and not key.strip():
+            raise ValueError("must be a non-empty string when given")
+        return key
+
+    @field_validator("vector")
+    @classmethod
+    def _finite_vector(cls, vector: list[float] | None) -> list[float] | None:
+        if vector is not None:
+            if not vector:
+                raise ValueError("must hold at least one number")
+            if not all(math.isfinite(x) for x in vector):
+                raise ValueError("must hold only finite numbers")
+        return vector
+
+    @field_validator("supersedes")
+    @classmethod
+    def _supersedes_ids(cls, ids: list[str]) -> list[str]:
+        for item in ids:
+            validate_record_id(item, "supersedes[]")
+        return list(dict.fromkeys(ids))
+
+    @model_validator(mode="after")
+    def _ordered_validity(self) -> Record:
+        if self.valid_from and self.valid_to and self.valid_to <= self.valid_from:
+            raise ValueError("valid_to must be later than valid_from (validity is [from, to))")
+        return self
+
+    def content_hash(self) -> str:
+        return hashlib.sha256(self.content.encode("utf-8")).hexdigest()
+
+    def to_json(self, *, include_vector: bool = False) -> dict[str, Any]:
+        """The record as JSON-ready data: unset optional fields absent, payload base64."""
+        exclude = {"if_version"} if include_vector else {"if_version", "vector"}
+        data = self.model_dump(mode="json", exclude_none=True, exclude=exclude)
+        if not data.get("supersedes"):
+            data.pop("supersedes", None)
+        return data
+
+
+class UpsertResult(BaseModel):
+    ids: list[str]
+    versions: list[int]
+    warnings: list[str] = Field(default_factory=list)

@@ -1,0 +1,131 @@
+"""The embedded Python API: ``memstrata.open(path)`` returns a :class:`Memory`.
+
+This is the Python adapter: it accepts dicts or domain objects and keyword options,
+converts them once into domain requests, and calls the service.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from memstrata.domain.errors import InvalidInput
+from memstrata.domain.records import Record, UpsertResult
+from memstrata.domain.search import ExpireRequest, SearchRequest, SearchResult
+from memstrata.domain.time import parse_instant
+from memstrata.domain.validation import parse_model
+from memstrata.service import Service
+from memstrata.store.sqlite.store import SqliteStore
+
+RecordLike = Record | Mapping[str, Any]
+
+
+def default_path() -> Path:
+    """The default database file, in the user's data directory."""
+    return Path(platformdirs.user_data_dir("memstrata")) / "memstrata.db"
+
+
+def resolve_target(target: str | os.PathLike[str] | None) -> str:
+    """A filesystem path for SQLite from a path, a ``sqlite:///`` URL or nothing."""
+    if target is None:
+        target = os.environ.get("MEMSTRATA_DB") or default_path()
+    text = os.fspath(target)
+    if text.startswith("sqlite://"):
+        path = text.removeprefix("sqlite://")
+        if path.startswith("/"):  # sqlite:///relative or sqlite:////absolute
+            path = path[1:] if not path.startswith("//") else path[1:]
+        return path or ":memory:"
+    if "://" in text:
+        scheme = text.split("://", 1)[0]
+        raise InvalidInput(
+            f"storage url scheme {scheme!r} is not supported; use a file path or sqlite:///PATH"
+        )
+    return str(Path(text).expanduser())
+
+
+def to_record(data: RecordLike, field: str) -> Record:
+    if isinstance(data, Record):
+        return data
+    if not isinstance(data, Mapping):
+        raise InvalidInput(f"{field} must be a record or a mapping, got {type(data).__name__}")
+    return parse_model(Record, dict(data), field)
+
+
+class Memory:
+    """A memory store opened in this process. Thread-safe; several processes may
+    open the same file."""
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.service.close()
+
+    def upsert(self, namespace: str, records: Iterable[RecordLike] | RecordLike) -> UpsertResult:
+        if isinstance(records, Record | Mapping):
+            records = [records]
+        parsed = [to_record(r, f"records[{i}]") for i, r in enumerate(records)]
+        return self.service.upsert(namespace, parsed)
+
+    def add(self, namespace: str, content: str, **fields: Any) -> str:
+        """Stores one record and returns its id."""
+        return self.upsert(namespace, [{"content": content, **fields}]).ids[0]
+
+    def search(self, namespace: str, query: str | None = None, **options: Any) -> SearchResult:
+        if query is not None:
+            options["query"] = query
+        return self.service.search(namespace, parse_model(SearchRequest, options))
+
+    def get(self, namespace: str, id: str, version: int | None = None) -> Record:
+        return self.service.get(namespace, id, version)
+
+    def history(self, namespace: str, id: str) -> list[Record]:
+        return self.service.history(namespace, id)
+
+    def supersede(self, namespace: str, old_id: str, record: RecordLike) -> UpsertResult:
+        return self.service.supersede(namespace, old_id, to_record(record, "record"))
+
+    def invalidate(self, namespace: str, id: str, at: Any = None) -> int:
+        return self.service.invalidate(
+            namespace, id, None if at is None else parse_instant(at, "at")
+        )
+
+    def delete(self, namespace: str, id: str, hard: bool = False) -> None:
+        self.service.delete(namespace, id, hard=hard)
+
+    def expire(
+        self,
+        namespace: str,
+        filter: Mapping[str, Any] | None = None,
+        predicates: list[Any] | None = None,
+        action: str = "invalidate",
+        max_rows: int | None = None,
+    ) -> int:
+        request = parse_model(
+            ExpireRequest,
+            {
+                "filter": dict(filter or {}),
+                "predicates": predicates or [],
+                "action": action,
+                "max_rows": max_rows,
+            },
+        )
+        return self.service.expire(namespace, request)
+
+    def verify(self, namespace: str, id: str, reviewer: str) -> int:
+        return self.service.verify(namespace, id, reviewer)
+
+
+def open_memory(target: str | os.PathLike[str] | None = None) -> Memory:
+    """Opens (creating if needed) a memory store: a path or ``sqlite:///`` URL."""
+    return Memory(Service(SqliteStore(resolve_target(target))))

@@ -1,0 +1,1 @@
+"""Storage backends. All SQL lives under this package and nowhere else."""

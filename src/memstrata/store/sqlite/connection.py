@@ -1,0 +1,128 @@
+"""Opening a SQLite file for memstrata: WAL, a busy timeout, and ``atomic()``.
+
+Writers take the write lock up front (``BEGIN IMMEDIATE``) so two processes never
+deadlock upgrading a read to a write; a busy file is waited for, not reported.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+BUSY_TIMEOUT_MS = 60_000
+_LOCK_RETRY_SECONDS = 120.0
+
+
+def connect(path: str) -> sqlite3.Connection:
+    if path != ":memory:":
+        Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(
+        path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+    )
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    _with_lock_retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+def _is_busy(error: sqlite3.OperationalError) -> bool:
+    text = str(error)
+    return "database is locked" in text or "database is busy" in text
+
+
+def _with_lock_retry(fn: object) -> None:
+    deadline = time.monotonic() + _LOCK_RETRY_SECONDS
+    delay = 0.005
+    while True:
+        try:
+            fn()  # type: ignore[operator]
+            return
+        except sqlite3.OperationalError as error:
+            if not _is_busy(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+
+
+class Database:
+    """One connection per thread on one file; writes serialised within the process."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._local = threading.local()
+        self._write_lock = threading.RLock()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+
+    def conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.path)
+            self._local.conn = conn
+            self._local.depth = 0
+            with self._all_lock:
+                self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def atomic(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction at the outermost level, a savepoint when nested."""
+        conn = self.conn()
+        depth: int = self._local.depth
+        if depth:
+            name = f"sp{depth}"
+            conn.execute(f"SAVEPOINT {name}")
+            self._local.depth = depth + 1
+            try:
+                yield conn
+            except BaseException:
+                conn.execute(f"ROLLBACK TO {name}")
+                conn.execute(f"RELEASE {name}")
+                raise
+            else:
+                conn.execute(f"RELEASE {name}")
+            finally:
+                self._local.depth = depth
+            return
+        with self._write_lock:
+            _with_lock_retry(lambda: conn.execute("BEGIN IMMEDIATE"))
+            self._local.depth = 1
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            else:
+                _with_lock_retry(lambda: conn.execute("COMMIT"))
+            finally:
+                self._local.depth = 0
+
+    @contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: every statement inside sees the same committed state."""
+        conn = self.conn()
+        if self._local.depth:
+            yield conn
+            return
+        conn.execute("BEGIN")
+        self._local.depth = 1
+        try:
+            yield conn
+        finally:
+            self._local.depth = 0
+            conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._all_lock:
+            for conn in self._all:
+                try:
+                    conn.close()
+                except sqlite3.ProgrammingError:
+                    pass
+            self._all.clear()
+        self._local = threading.local()

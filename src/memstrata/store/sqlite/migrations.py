@@ -1,0 +1,199 @@
+"""Versioned schema migrations for the SQLite store.
+
+Each migration is a named function registered in order; the applied ones are
+recorded in ``schema_migrations`` so opening a file twice, or from two processes,
+applies each exactly once.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+Migration = Callable[[sqlite3.Connection], None]
+MIGRATIONS: list[tuple[str, Migration]] = []
+
+
+def migration(fn: Migration) -> Migration:
+    if any(name == fn.__name__ for name, _ in MIGRATIONS):
+        raise ValueError(f"migration {fn.__name__} is registered twice")
+    MIGRATIONS.append((fn.__name__, fn))
+    return fn
+
+
+@migration
+def m001_records(conn: sqlite3.Connection) -> None:
+    run_script(
+        conn,
+        """
+        CREATE TABLE namespaces (
+            name        TEXT PRIMARY KEY,
+            created_at  INTEGER NOT NULL
+        );
+
+        -- The current state of every record; older states live in record_versions.
+        CREATE TABLE records (
+            rowid         INTEGER PRIMARY KEY,
+            namespace     TEXT NOT NULL,
+            id            TEXT NOT NULL,
+            content       TEXT NOT NULL,
+            content_hash  TEXT NOT NULL,
+            payload       BLOB,
+            metadata      TEXT NOT NULL,
+            tags          TEXT NOT NULL,
+            kind          TEXT NOT NULL,
+            key           TEXT,
+            trust         TEXT NOT NULL,
+            source        TEXT,
+            origin        TEXT,
+            created_at    INTEGER NOT NULL,
+            updated_at    INTEGER NOT NULL,
+            valid_from    INTEGER NOT NULL,
+            valid_to      INTEGER,
+            deleted_at    INTEGER,
+            supersedes    TEXT NOT NULL,
+            superseded_by TEXT,
+            version       INTEGER NOT NULL,
+            UNIQUE (namespace, id)
+        );
+        CREATE INDEX records_ns_valid ON records (namespace, valid_from);
+        CREATE INDEX records_ns_created ON records (namespace, created_at);
+        CREATE INDEX records_ns_key ON records (namespace, key) WHERE key IS NOT NULL;
+        CREATE INDEX records_ns_kind ON records (namespace, kind);
+
+        -- Every version of every record, verbatim, until a hard delete.
+        CREATE TABLE record_versions (
+            namespace  TEXT NOT NULL,
+            id         TEXT NOT NULL,
+            version    INTEGER NOT NULL,
+            body       TEXT NOT NULL,
+            payload    BLOB,
+            PRIMARY KEY (namespace, id, version)
+        ) WITHOUT ROWID;
+
+        -- Scope helpers kept in step with records: tags and metadata as rows, so
+        -- filters are index look-ups rather than JSON scans.
+        CREATE TABLE record_tags (
+            record  INTEGER NOT NULL REFERENCES records (rowid) ON DELETE CASCADE,
+            tag     TEXT NOT NULL,
+            PRIMARY KEY (tag, record)
+        ) WITHOUT ROWID;
+        CREATE INDEX record_tags_record ON record_tags (record);
+
+        CREATE TABLE record_meta (
+            record  INTEGER NOT NULL REFERENCES records (rowid) ON DELETE CASCADE,
+            key     TEXT NOT NULL,
+            value   TEXT NOT NULL,
+            num     REAL,
+            PRIMARY KEY (key, value, record)
+        ) WITHOUT ROWID;
+        CREATE INDEX record_meta_record ON record_meta (record);
+        CREATE INDEX record_meta_num ON record_meta (key, num) WHERE num IS NOT NULL;
+
+        CREATE VIRTUAL TABLE records_fts USING fts5 (
+            content, tokenize = 'unicode61 remove_diacritics 2'
+        );
+
+        -- Derived: one vector per (record, embedder).
+        CREATE TABLE vectors (
+            record       INTEGER NOT NULL REFERENCES records (rowid) ON DELETE CASCADE,
+            embedder_id  TEXT NOT NULL,
+            dimensions   INTEGER NOT NULL,
+            vector       BLOB NOT NULL,
+            PRIMARY KEY (record, embedder_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX vectors_embedder ON vectors (embedder_id, record);
+
+        -- Derived: the knowledge graph (filled by extraction; asserted facts too).
+        CREATE TABLE entities (
+            namespace  TEXT NOT NULL,
+            id         TEXT NOT NULL,
+            name       TEXT NOT NULL,
+            kind       TEXT NOT NULL,
+            aliases    TEXT NOT NULL DEFAULT '[]',
+            created_at INTEGER NOT NULL,
+            PRIMARY KEY (namespace, id)
+        );
+        CREATE TABLE mentions (
+            record     INTEGER NOT NULL REFERENCES records (rowid) ON DELETE CASCADE,
+            namespace  TEXT NOT NULL,
+            entity     TEXT NOT NULL,
+            spelling   TEXT NOT NULL,
+            provenance TEXT,
+            PRIMARY KEY (record, entity)
+        ) WITHOUT ROWID;
+        CREATE INDEX mentions_entity ON mentions (namespace, entity);
+        CREATE TABLE relations (
+            namespace   TEXT NOT NULL,
+            id          TEXT NOT NULL,
+            subject     TEXT NOT NULL,
+            predicate   TEXT NOT NULL,
+            object      TEXT NOT NULL,
+            valid_from  INTEGER NOT NULL,
+            valid_to    INTEGER,
+            confidence  REAL NOT NULL DEFAULT 1.0,
+            provenance  TEXT,
+            PRIMARY KEY (namespace, id)
+        );
+        CREATE INDEX relations_subject ON relations (namespace, subject);
+        CREATE INDEX relations_object ON relations (namespace, object);
+        CREATE TABLE possibly_same_as (
+            namespace  TEXT NOT NULL,
+            a          TEXT NOT NULL,
+            b          TEXT NOT NULL,
+            PRIMARY KEY (namespace, a, b)
+        );
+        CREATE TABLE extraction_markers (
+            record     INTEGER PRIMARY KEY REFERENCES records (rowid) ON DELETE CASCADE,
+            extractor  TEXT NOT NULL,
+            at         INTEGER NOT NULL
+        );
+
+        -- Append-only: every mutation, in order.
+        CREATE TABLE ledger (
+            seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+            at         INTEGER NOT NULL,
+            op         TEXT NOT NULL,
+            namespace  TEXT NOT NULL,
+            record_id  TEXT NOT NULL,
+            version    INTEGER,
+            actor      TEXT NOT NULL,
+            detail     TEXT
+        );
+        CREATE INDEX ledger_record ON ledger (namespace, record_id);
+        """
+    )
+
+
+def run_script(conn: sqlite3.Connection, script: str) -> None:
+    """Runs statements one by one: ``executescript`` would commit the open transaction."""
+    for statement in script.split(";\n"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+def apply_migrations(conn: sqlite3.Connection, now: int) -> list[str]:
+    """Applies what is missing, each in its own transaction. Returns the names applied."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+        " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)"
+    )
+    applied: list[str] = []
+    for version, (name, fn) in enumerate(MIGRATIONS, start=1):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            done = conn.execute(
+                "SELECT 1 FROM schema_migrations WHERE version = ?", (version,)
+            ).fetchone()
+            if not done:
+                fn(conn)
+                conn.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                    (version, name, now),
+                )
+                applied.append(name)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return applied

@@ -1,0 +1,105 @@
+"""Converting between ``records`` rows and :class:`Record` — the one place that does."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from memstrata.domain.records import Origin, Record
+from memstrata.domain.time import from_us, to_us
+
+COLUMNS = (
+    "rowid, namespace, id, content, content_hash, payload, metadata, tags, kind, key, trust,"
+    " source, origin, created_at, updated_at, valid_from, valid_to, deleted_at, supersedes,"
+    " superseded_by, version"
+)
+
+
+def prefixed(alias: str) -> str:
+    return ", ".join(f"{alias}.{name.strip()}" for name in COLUMNS.split(","))
+
+
+def _instant(us: int | None) -> Any:
+    return None if us is None else from_us(us)
+
+
+def record_from_row(row: Sequence[Any], *, with_payload: bool = True) -> Record:
+    """Builds a Record from a row selected with ``COLUMNS`` (already valid: no re-check)."""
+    origin = json.loads(row[12]) if row[12] else None
+    return Record.model_construct(
+        id=row[2],
+        namespace=row[1],
+        content=row[3],
+        payload=row[5] if with_payload else None,
+        metadata=json.loads(row[6]),
+        tags=json.loads(row[7]),
+        kind=row[8],
+        key=row[9],
+        trust=row[10],
+        source=row[11],
+        origin=Origin.model_construct(**origin) if origin else None,
+        created_at=_instant(row[13]),
+        updated_at=_instant(row[14]),
+        valid_from=_instant(row[15]),
+        valid_to=_instant(row[16]),
+        deleted_at=_instant(row[17]),
+        supersedes=json.loads(row[18]),
+        superseded_by=row[19],
+        version=row[20],
+        if_version=None,
+        vector=None,
+    )
+
+
+def snapshot_body(record: Record) -> str:
+    """A version's verbatim JSON (the payload is kept beside it as bytes)."""
+    data = record.to_json()
+    data.pop("payload", None)
+    return json.dumps(data, sort_keys=True, ensure_ascii=False)
+
+
+def record_from_snapshot(body: str, payload: bytes | None) -> Record:
+    data = json.loads(body)
+    data["payload"] = None
+    record = Record.model_validate(data)
+    record.payload = payload
+    return record
+
+
+def row_values(record: Record) -> dict[str, Any]:
+    """The column values that represent ``record`` (all instants set by the caller)."""
+    assert record.created_at and record.updated_at and record.valid_from and record.version
+    return {
+        "namespace": record.namespace,
+        "id": record.id,
+        "content": record.content,
+        "content_hash": record.content_hash(),
+        "payload": record.payload,
+        "metadata": json.dumps(record.metadata, sort_keys=True, ensure_ascii=False),
+        "tags": json.dumps(record.tags, ensure_ascii=False),
+        "kind": record.kind,
+        "key": record.key,
+        "trust": record.trust,
+        "source": record.source,
+        "origin": record.origin.model_dump_json() if record.origin else None,
+        "created_at": to_us(record.created_at),
+        "updated_at": to_us(record.updated_at),
+        "valid_from": to_us(record.valid_from),
+        "valid_to": to_us(record.valid_to) if record.valid_to else None,
+        "deleted_at": to_us(record.deleted_at) if record.deleted_at else None,
+        "supersedes": json.dumps(record.supersedes, ensure_ascii=False),
+        "superseded_by": record.superseded_by,
+        "version": record.version,
+    }
+
+
+def fetch_record(conn: sqlite3.Connection, namespace: str, record_id: str) -> tuple[int, Record]:
+    """(rowid, record) or raises KeyError when the id is unknown."""
+    row = conn.execute(
+        f"SELECT {COLUMNS} FROM records WHERE namespace = ? AND id = ?", (namespace, record_id)
+    ).fetchone()
+    if row is None:
+        raise KeyError(record_id)
+    return row[0], record_from_row(row)

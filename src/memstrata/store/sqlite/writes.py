@@ -1,0 +1,337 @@
+"""Mutations of the SQLite store. Each runs inside the caller's transaction and
+appends to the ledger; the caller (``SqliteStore``) owns the transaction."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from memstrata.domain.errors import InvalidInput, NotFound, VersionConflict, WriteConflict
+from memstrata.domain.records import Record
+from memstrata.domain.search import parse_number
+from memstrata.domain.time import format_instant, from_us, to_us
+from memstrata.store.sqlite.rows import fetch_record, row_values, snapshot_body
+
+_ROW_FIELDS = (
+    "namespace", "id", "content", "content_hash", "payload", "metadata", "tags", "kind", "key",
+    "trust", "source", "origin", "created_at", "updated_at", "valid_from", "valid_to",
+    "deleted_at", "supersedes", "superseded_by", "version",
+)  # fmt: skip
+_INSERT = (
+    f"INSERT INTO records ({', '.join(_ROW_FIELDS)}) "
+    f"VALUES ({', '.join(':' + name for name in _ROW_FIELDS)})"
+)
+_UPDATE = (
+    f"UPDATE records SET {', '.join(f'{name} = :{name}' for name in _ROW_FIELDS)} "
+    "WHERE rowid = :rowid"
+)
+
+
+def ledger(
+    conn: sqlite3.Connection,
+    *,
+    at: int,
+    op: str,
+    namespace: str,
+    record_id: str,
+    version: int | None,
+    actor: str,
+    detail: dict[str, Any] | None = None,
+) -> None:
+    conn.execute(
+        "INSERT INTO ledger (at, op, namespace, record_id, version, actor, detail)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (at, op, namespace, record_id, version, actor, json.dumps(detail) if detail else None),
+    )
+
+
+def ensure_namespace(conn: sqlite3.Connection, namespace: str, now: int) -> None:
+    conn.execute(
+        "INSERT OR IGNORE INTO namespaces (name, created_at) VALUES (?, ?)", (namespace, now)
+    )
+
+
+def lookup(conn: sqlite3.Connection, namespace: str, record_id: str) -> tuple[int, Record] | None:
+    try:
+        return fetch_record(conn, namespace, record_id)
+    except KeyError:
+        return None
+
+
+def require(conn: sqlite3.Connection, namespace: str, record_id: str) -> tuple[int, Record]:
+    found = lookup(conn, namespace, record_id)
+    if found is None:
+        raise NotFound(f"record {record_id!r} does not exist in namespace {namespace!r}")
+    return found
+
+
+def save(conn: sqlite3.Connection, rowid: int | None, record: Record) -> int:
+    """Writes the record's current row, its scope rows, its full-text row and its
+    version snapshot. Returns the rowid."""
+    values = row_values(record)
+    if rowid is None:
+        rowid = int(conn.execute(_INSERT, values).lastrowid or 0)
+    else:
+        conn.execute(_UPDATE, {**values, "rowid": rowid})
+        conn.execute("DELETE FROM record_tags WHERE record = ?", (rowid,))
+        conn.execute("DELETE FROM record_meta WHERE record = ?", (rowid,))
+        conn.execute("DELETE FROM records_fts WHERE rowid = ?", (rowid,))
+    conn.executemany(
+        "INSERT INTO record_tags (record, tag) VALUES (?, ?)", [(rowid, t) for t in record.tags]
+    )
+    conn.executemany(
+        "INSERT INTO record_meta (record, key, value, num) VALUES (?, ?, ?, ?)",
+        [(rowid, k, v, parse_number(v)) for k, v in record.metadata.items()],
+    )
+    conn.execute("INSERT INTO records_fts (rowid, content) VALUES (?, ?)", (rowid, record.content))
+    conn.execute(
+        "INSERT INTO record_versions (namespace, id, version, body, payload)"
+        " VALUES (?, ?, ?, ?, ?)",
+        (record.namespace, record.id, record.version, snapshot_body(record), record.payload),
+    )
+    return rowid
+
+
+def store_vector(
+    conn: sqlite3.Connection, rowid: int, embedder_id: str, vector: np.ndarray
+) -> None:
+    data = np.asarray(vector, dtype=np.float32)
+    conn.execute(
+        "INSERT INTO vectors (record, embedder_id, dimensions, vector) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (record, embedder_id) DO UPDATE SET"
+        " dimensions = excluded.dimensions, vector = excluded.vector",
+        (rowid, embedder_id, int(data.shape[0]), data.tobytes()),
+    )
+
+
+def _key_holder(
+    conn: sqlite3.Connection, namespace: str, key: str, record_id: str, now: int
+) -> str | None:
+    """The id of another current, live record holding ``key``, if any."""
+    row = conn.execute(
+        "SELECT id FROM records WHERE namespace = ? AND key = ? AND id <> ?"
+        " AND deleted_at IS NULL AND superseded_by IS NULL"
+        " AND (valid_to IS NULL OR valid_to > ?) LIMIT 1",
+        (namespace, key, record_id, now),
+    ).fetchone()
+    return row[0] if row else None
+
+
+def _close_superseded(
+    conn: sqlite3.Connection,
+    namespace: str,
+    new: Record,
+    old_id: str,
+    field: str,
+    *,
+    now: int,
+    actor: str,
+) -> Record:
+    """Closes ``old_id`` at the new record's valid_from and points it at the new one."""
+    assert new.valid_from is not None
+    found = lookup(conn, namespace, old_id)
+    if found is None:
+        raise NotFound(
+            f"{field} names {old_id!r}, which does not exist in namespace {namespace!r}"
+        )
+    rowid, old = found
+    if old.superseded_by == new.id:
+        return old  # already closed by this very record: a re-upsert, not a fork
+    if old.superseded_by is not None:
+        raise WriteConflict(
+            f"{field}: {old_id!r} was already superseded by {old.superseded_by!r}; "
+            "supersede the newest record of the chain instead (chains never fork)"
+        )
+    if old.deleted_at is not None:
+        raise WriteConflict(f"{field}: {old_id!r} is deleted; it cannot be superseded")
+    assert old.valid_from is not None
+    if new.valid_from <= old.valid_from:
+        raise InvalidInput(
+            f"valid_from of {new.id!r} ({format_instant(to_us(new.valid_from))}) must be later "
+            f"than valid_from of the record it supersedes, {old_id!r} "
+            f"({format_instant(to_us(old.valid_from))})"
+        )
+    closed_at = new.valid_from
+    if old.valid_to is not None and old.valid_to < closed_at:
+        closed_at = old.valid_to  # an earlier invalidation stands; never reopen it
+    closed = old.model_copy(
+        update={
+            "valid_to": closed_at,
+            "superseded_by": new.id,
+            "updated_at": from_us(now),
+            "version": (old.version or 0) + 1,
+        }
+    )
+    save(conn, rowid, closed)
+    ledger(conn, at=now, op="close", namespace=namespace, record_id=old_id,
+           version=closed.version, actor=actor, detail={"superseded_by": new.id})  # fmt: skip
+    return old
+
+
+def upsert_one(
+    conn: sqlite3.Connection,
+    namespace: str,
+    index: int,
+    incoming: Record,
+    *,
+    now: int,
+    actor: str,
+    embedder_id: str | None,
+) -> tuple[str, int]:
+    field = f"records[{index}]"
+    found = lookup(conn, namespace, incoming.id)
+    rowid, existing = found if found else (None, None)
+    current_version = existing.version or 0 if existing else 0
+    if incoming.if_version is not None and incoming.if_version != current_version:
+        state = f"is at version {current_version}" if existing else "does not exist"
+        raise VersionConflict(
+            f"{field}.if_version is {incoming.if_version} but {incoming.id!r} {state}; "
+            "re-read it and retry"
+        )
+    now_dt = from_us(now)
+    valid_from = incoming.valid_from or (existing.valid_from if existing else None) or now_dt
+    valid_to = incoming.valid_to if "valid_to" in incoming.model_fields_set else None
+    if valid_to is None and existing is not None and "valid_to" not in incoming.model_fields_set:
+        valid_to = existing.valid_to
+    if valid_to is not None and valid_to <= valid_from:
+        raise InvalidInput(f"{field}.valid_to must be later than valid_from")
+    supersedes = [old for old in incoming.supersedes if old != incoming.id]
+    record = incoming.model_copy(
+        update={
+            "namespace": namespace,
+            "trust": "unverified",
+            "created_at": existing.created_at if existing else now_dt,
+            "updated_at": now_dt,
+            "valid_from": valid_from,
+            "valid_to": valid_to,
+            "supersedes": supersedes,
+            "superseded_by": existing.superseded_by if existing else None,
+            "version": current_version + 1,
+            "if_version": None,
+            "vector": None,
+        }
+    )
+    for position, old_id in enumerate(supersedes):
+        old = _close_superseded(
+            conn, namespace, record, old_id, f"{field}.supersedes[{position}]",
+            now=now, actor=actor,
+        )  # fmt: skip
+        if record.key is None and old.key is not None:
+            record.key = old.key
+    live = record.deleted_at is None and record.superseded_by is None
+    if record.key is not None and live and (record.valid_to is None or to_us(record.valid_to) > now):
+        holder = _key_holder(conn, namespace, record.key, record.id, now)
+        if holder is not None:
+            raise WriteConflict(
+                f"{field}.key {record.key!r} is held by the current record {holder!r}; "
+                "supersede that record or choose another key"
+            )
+    content_changed = existing is not None and existing.content != record.content
+    rowid = save(conn, rowid, record)
+    if content_changed:
+        conn.execute("DELETE FROM vectors WHERE record = ?", (rowid,))  # derived from old text
+    if incoming.vector is not None and embedder_id is not None:
+        store_vector(conn, rowid, embedder_id, np.asarray(incoming.vector, dtype=np.float32))
+    op = "create" if existing is None else "update"
+    if existing is not None and existing.deleted_at is not None and record.deleted_at is None:
+        op = "resurrect"
+    assert record.version is not None
+    ledger(conn, at=now, op=op, namespace=namespace, record_id=record.id,
+           version=record.version, actor=actor)  # fmt: skip
+    return record.id, record.version
+
+
+def upsert_many(
+    conn: sqlite3.Connection,
+    namespace: str,
+    records: Sequence[Record],
+    *,
+    now: int,
+    actor: str,
+    embedder_id: str | None,
+) -> list[tuple[str, int]]:
+    ensure_namespace(conn, namespace, now)
+    return [
+        upsert_one(conn, namespace, i, record, now=now, actor=actor, embedder_id=embedder_id)
+        for i, record in enumerate(records)
+    ]
+
+
+def change(
+    conn: sqlite3.Connection,
+    namespace: str,
+    rowid: int,
+    record: Record,
+    update: dict[str, Any],
+    *,
+    op: str,
+    now: int,
+    actor: str,
+    detail: dict[str, Any] | None = None,
+) -> int:
+    """Writes a new version of ``record`` with ``update`` applied."""
+    version = (record.version or 0) + 1
+    changed = record.model_copy(update={**update, "updated_at": from_us(now), "version": version})
+    save(conn, rowid, changed)
+    ledger(conn, at=now, op=op, namespace=namespace, record_id=record.id, version=version,
+           actor=actor, detail=detail)  # fmt: skip
+    return version
+
+
+def invalidate(
+    conn: sqlite3.Connection, namespace: str, record_id: str, at: int, *, now: int, actor: str
+) -> int:
+    rowid, record = require(conn, namespace, record_id)
+    if record.superseded_by is not None:
+        raise WriteConflict(
+            f"{record_id!r} was superseded by {record.superseded_by!r}; its validity is closed"
+        )
+    assert record.valid_from is not None
+    if at <= to_us(record.valid_from):
+        raise InvalidInput(
+            f"at ({format_instant(at)}) must be later than the record's valid_from "
+            f"({format_instant(to_us(record.valid_from))})"
+        )
+    return change(conn, namespace, rowid, record, {"valid_to": from_us(at)},
+                  op="invalidate", now=now, actor=actor)  # fmt: skip
+
+
+def soft_delete(
+    conn: sqlite3.Connection, namespace: str, record_id: str, *, now: int, actor: str
+) -> int:
+    rowid, record = require(conn, namespace, record_id)
+    if record.deleted_at is not None:
+        return record.version or 0  # already tombstoned: nothing to change
+    return change(conn, namespace, rowid, record, {"deleted_at": from_us(now)},
+                  op="delete", now=now, actor=actor)  # fmt: skip
+
+
+def hard_delete(
+    conn: sqlite3.Connection, namespace: str, record_id: str, *, now: int, actor: str
+) -> None:
+    """Removes every trace of the record: row, versions, full-text row, and (by
+    cascade) tags, metadata, vectors, mentions and the extraction marker. The ledger
+    keeps that a hard delete of this id happened, and nothing of its content."""
+    rowid, record = require(conn, namespace, record_id)
+    conn.execute("DELETE FROM records_fts WHERE rowid = ?", (rowid,))
+    conn.execute("DELETE FROM records WHERE rowid = ?", (rowid,))
+    conn.execute(
+        "DELETE FROM record_versions WHERE namespace = ? AND id = ?", (namespace, record_id)
+    )
+    ledger(conn, at=now, op="hard_delete", namespace=namespace, record_id=record_id,
+           version=None, actor=actor)  # fmt: skip
+
+
+def verify(
+    conn: sqlite3.Connection, namespace: str, record_id: str, reviewer: str, *, now: int,
+    actor: str,
+) -> int:  # fmt: skip
+    rowid, record = require(conn, namespace, record_id)
+    if record.trust == "verified":
+        return record.version or 0
+    return change(conn, namespace, rowid, record, {"trust": "verified"}, op="verify",
+                  now=now, actor=actor, detail={"reviewer": reviewer})  # fmt: skip
