@@ -60,6 +60,8 @@ def m001_records(conn: sqlite3.Connection) -> None:
         CREATE INDEX records_ns_created ON records (namespace, created_at);
         CREATE INDEX records_ns_key ON records (namespace, key) WHERE key IS NOT NULL;
         CREATE INDEX records_ns_kind ON records (namespace, kind);
+        CREATE INDEX records_ns_superseded_by ON records (namespace, superseded_by)
+            WHERE superseded_by IS NOT NULL;
 
         -- Every version of every record, verbatim, until a hard delete.
         CREATE TABLE record_versions (

@@ -121,6 +121,14 @@ def _key_holder(
     return row[0] if row else None
 
 
+def _has_predecessor(conn: sqlite3.Connection, namespace: str, record_id: str) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM records WHERE namespace = ? AND superseded_by = ? LIMIT 1",
+        (namespace, record_id),
+    ).fetchone()
+    return row is not None
+
+
 def _close_superseded(
     conn: sqlite3.Connection,
     namespace: str,
@@ -194,9 +202,15 @@ def upsert_one(
         )
     now_dt = from_us(now)
     valid_from = incoming.valid_from or (existing.valid_from if existing else None) or now_dt
-    valid_to = incoming.valid_to if "valid_to" in incoming.model_fields_set else None
-    if valid_to is None and existing is not None and "valid_to" not in incoming.model_fields_set:
-        valid_to = existing.valid_to
+    valid_to = incoming.valid_to
+    if existing is not None:
+        if existing.superseded_by is not None or "valid_to" not in incoming.model_fields_set:
+            valid_to = existing.valid_to  # a supersession's closure is the store's, not the caller's
+        if valid_from != existing.valid_from and _has_predecessor(conn, namespace, incoming.id):
+            raise InvalidInput(
+                f"{field}.valid_from cannot move: {incoming.id!r} supersedes another record and "
+                "their validities meet at this instant; supersede it with a new record instead"
+            )
     if valid_to is not None and valid_to <= valid_from:
         raise InvalidInput(f"{field}.valid_to must be later than valid_from")
     supersedes = [old for old in incoming.supersedes if old != incoming.id]
@@ -291,6 +305,8 @@ def invalidate(
             f"{record_id!r} was superseded by {record.superseded_by!r}; its validity is closed"
         )
     assert record.valid_from is not None
+    if record.valid_to is not None and to_us(record.valid_to) <= at:
+        return record.version or 0  # already not valid at `at`: never extend validity
     if at <= to_us(record.valid_from):
         raise InvalidInput(
             f"at ({format_instant(at)}) must be later than the record's valid_from "

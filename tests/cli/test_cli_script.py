@@ -1,0 +1,47 @@
+"""The installed ``memstrata`` console script, run as a real process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def memstrata_script() -> str:
+    beside_python = Path(sys.executable).with_name("memstrata")
+    if beside_python.exists():
+        return str(beside_python)
+    found = shutil.which("memstrata")
+    if found is None:
+        pytest.fail("the memstrata console script is not installed (pip install -e .)")
+    return found
+
+
+def test_console_script_reads_memstrata_db_from_the_environment(tmp_path: Path) -> None:
+    db = tmp_path / "env.db"
+    env = {**os.environ, "MEMSTRATA_DB": str(db), "MEMSTRATA_NAMESPACE": "agent"}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [memstrata_script(), *args], env=env, capture_output=True, text=True, timeout=60
+        )
+
+    added = run("add", "The user drives a red car", "--key", "user.car", "--json")
+    assert added.returncode == 0, added.stderr
+    record_id = json.loads(added.stdout)["ids"][0]
+    assert db.exists()
+
+    found = run("search", "car", "--json")
+    assert found.returncode == 0, found.stderr
+    assert [hit["record"]["id"] for hit in json.loads(found.stdout)["hits"]] == [record_id]
+    assert json.loads(found.stdout)["hits"][0]["record"]["namespace"] == "agent"
+
+    missing = run("get", "no-such-id")
+    assert missing.returncode == 1
+    assert missing.stderr.startswith("error: memstrata.not_found: ")
+    assert "Traceback" not in missing.stderr

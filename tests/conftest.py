@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import memstrata
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "memory.db"
+
+
+@pytest.fixture
+def memory(db_path: Path) -> Iterator[memstrata.Memory]:
+    m = memstrata.open(db_path)
+    yield m
+    m.close()

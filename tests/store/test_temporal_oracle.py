@@ -1,0 +1,350 @@
+"""Random sequences of writes, checked search by search against a brute-force oracle.
+
+The oracle below is written from SPEC §3–§6 alone: a dict of records and Python
+comparisons. It shares no code with the store beyond the public API.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import hypothesis.strategies as st
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+import memstrata
+from memstrata.domain.time import format_instant
+
+DAY = 86_400 * 1_000_000
+BASE = 1_577_836_800 * 1_000_000  # 2020-01-01T00:00:00Z
+ENDED_NOW = 2**61  # stands for "now" at expire time: after every explicit instant
+CURRENT = 2**62  # the instant a current search asks about: after ENDED_NOW
+
+WORDS = ["apple", "river", "stone", "cloud", "ember"]
+TAGS = ["a", "b", "c"]
+ROOMS = ["r1", "r2", "r3"]
+PRIORITIES = ["1", "2", "10", "x"]
+
+
+def iso(day: int) -> str:
+    return format_instant(BASE + day * DAY)
+
+
+@dataclass
+class Model:
+    id: str
+    content: str
+    tags: list[str]
+    meta: dict[str, str]
+    kind: str
+    valid_from: int
+    valid_to: int | None = None
+    deleted: bool = False
+    superseded_by: str | None = None
+    version: int = 1
+    has_predecessor: bool = False
+
+
+def number(text: str) -> float | None:
+    try:
+        return float(text) if text.lstrip("-").replace(".", "", 1).isdigit() else None
+    except ValueError:
+        return None
+
+
+def predicate_holds(meta: dict[str, str], key: str, op: str, values: list[str]) -> bool:
+    if key not in meta:
+        return False
+    stored = meta[key]
+    if op == "EQ":
+        return stored == values[0]
+    if op == "NEQ":
+        return stored != values[0]
+    if op == "IN":
+        return stored in values
+    left, right = number(stored), float(values[0])
+    if left is None:
+        return False
+    return {"GT": left > right, "GTE": left >= right, "LT": left < right, "LTE": left <= right}[op]
+
+
+record_fields = st.fixed_dictionaries(
+    {
+        "words": st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
+        "tags": st.lists(st.sampled_from(TAGS), max_size=2, unique=True),
+        "room": st.sampled_from(ROOMS),
+        "priority": st.sampled_from([*PRIORITIES, None]),
+        "kind": st.sampled_from(["note", "fact"]),
+        "valid_from": st.integers(0, 60),
+        "length": st.one_of(st.none(), st.integers(1, 30)),
+    }
+)
+
+
+class TemporalMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = tempfile.TemporaryDirectory()
+        self.memory = memstrata.open(Path(self.dir.name) / "oracle.db")
+        self.model: dict[str, Model] = {}
+        self.counter = 0
+
+    def teardown(self) -> None:
+        self.memory.close()
+        self.dir.cleanup()
+
+    @initialize()
+    def start(self) -> None:
+        pass
+
+    # -- helpers --------------------------------------------------------------
+
+    def next_id(self) -> str:
+        self.counter += 1
+        return f"rec-{self.counter:03d}"
+
+    @staticmethod
+    def as_write(record_id: str, f: dict) -> dict:
+        meta = {"room": f["room"]}
+        if f["priority"] is not None:
+            meta["priority"] = f["priority"]
+        write = {
+            "id": record_id,
+            "content": " ".join(f["words"]),
+            "tags": f["tags"],
+            "metadata": meta,
+            "kind": f["kind"],
+            "valid_from": iso(f["valid_from"]),
+        }
+        write["valid_to"] = (
+            iso(f["valid_from"] + f["length"]) if f["length"] is not None else None
+        )
+        return write
+
+    @staticmethod
+    def as_model(write: dict, f: dict) -> Model:
+        return Model(
+            id=write["id"],
+            content=write["content"],
+            tags=list(write["tags"]),
+            meta=dict(write["metadata"]),
+            kind=write["kind"],
+            valid_from=BASE + f["valid_from"] * DAY,
+            valid_to=BASE + (f["valid_from"] + f["length"]) * DAY if f["length"] else None,
+        )
+
+    def expect_error(self, code: str, call) -> None:  # type: ignore[no-untyped-def]
+        try:
+            call()
+        except memstrata.MemstrataError as error:
+            assert error.code == code, (error.code, code, error.message)
+        else:
+            raise AssertionError(f"expected {code}")
+
+    # -- rules ----------------------------------------------------------------
+
+    @rule(f=record_fields)
+    def create(self, f: dict) -> None:
+        write = self.as_write(self.next_id(), f)
+        result = self.memory.upsert("ns", [write])
+        assert result.versions == [1]
+        self.model[write["id"]] = self.as_model(write, f)
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data(), f=record_fields)
+    def rewrite(self, data: st.DataObject, f: dict) -> None:
+        old = self.model[data.draw(st.sampled_from(sorted(self.model)))]
+        write = self.as_write(old.id, f)
+        new = self.as_model(write, f)
+        moved = new.valid_from != old.valid_from
+        if old.superseded_by is not None:
+            new.valid_to = old.valid_to  # the closure stays the store's
+        if old.has_predecessor and moved:
+            self.expect_error("memstrata.input.invalid", lambda: self.memory.upsert("ns", [write]))
+            return
+        if new.valid_to is not None and new.valid_to <= new.valid_from:
+            self.expect_error("memstrata.input.invalid", lambda: self.memory.upsert("ns", [write]))
+            return
+        result = self.memory.upsert("ns", [write])
+        assert result.versions == [old.version + 1]
+        self.model[old.id] = replace(
+            new,
+            version=old.version + 1,
+            superseded_by=old.superseded_by,
+            has_predecessor=old.has_predecessor,
+            deleted=False,
+        )
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data(), f=record_fields)
+    def supersede(self, data: st.DataObject, f: dict) -> None:
+        old = self.model[data.draw(st.sampled_from(sorted(self.model)))]
+        write = self.as_write(self.next_id(), {**f, "length": None})
+        new = self.as_model(write, {**f, "length": None})
+        call = lambda: self.memory.supersede("ns", old.id, write)  # noqa: E731
+        if old.superseded_by is not None or old.deleted:
+            self.expect_error("memstrata.write.conflict", call)
+            self.counter -= 0
+            return
+        if new.valid_from <= old.valid_from:
+            self.expect_error("memstrata.input.invalid", call)
+            return
+        call()
+        if old.valid_to is None or old.valid_to > new.valid_from:
+            old.valid_to = new.valid_from
+        old.superseded_by = new.id
+        old.version += 1
+        new.has_predecessor = True
+        self.model[new.id] = new
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data(), day=st.integers(0, 100))
+    def invalidate(self, data: st.DataObject, day: int) -> None:
+        record = self.model[data.draw(st.sampled_from(sorted(self.model)))]
+        at = BASE + day * DAY
+        call = lambda: self.memory.invalidate("ns", record.id, at=iso(day))  # noqa: E731
+        if record.superseded_by is not None:
+            self.expect_error("memstrata.write.conflict", call)
+        elif record.valid_to is not None and record.valid_to <= at:
+            assert call() == record.version  # already over by then: nothing changes
+        elif at <= record.valid_from:
+            self.expect_error("memstrata.input.invalid", call)
+        else:
+            call()
+            record.valid_to = at
+            record.version += 1
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data(), hard=st.booleans())
+    def delete(self, data: st.DataObject, hard: bool) -> None:
+        record = self.model[data.draw(st.sampled_from(sorted(self.model)))]
+        self.memory.delete("ns", record.id, hard=hard)
+        if hard:
+            del self.model[record.id]
+        elif not record.deleted:
+            record.deleted = True
+            record.version += 1
+
+    @rule(
+        room=st.sampled_from(ROOMS),
+        action=st.sampled_from(["invalidate", "soft_delete", "hard_delete"]),
+        max_rows=st.integers(1, 4),
+    )
+    def expire(self, room: str, action: str, max_rows: int) -> None:
+        affected = self.memory.expire("ns", filter={"room": room}, action=action, max_rows=max_rows)
+        # oldest first = creation order; ids here sort in creation order
+        matching = [m for _, m in sorted(self.model.items()) if m.meta.get("room") == room]
+        if action == "invalidate":
+            matching = [
+                m for m in matching
+                if not m.deleted and m.superseded_by is None
+                and (m.valid_to is None or m.valid_to > ENDED_NOW)
+            ]  # fmt: skip
+        elif action == "soft_delete":
+            matching = [m for m in matching if not m.deleted]
+        chosen = matching[:max_rows]
+        assert affected == len(chosen)
+        for m in chosen:
+            if action == "invalidate":
+                m.valid_to = ENDED_NOW
+                m.version += 1
+            elif action == "soft_delete":
+                m.deleted = True
+                m.version += 1
+            else:
+                del self.model[m.id]
+
+    @rule(
+        word=st.sampled_from(WORDS),
+        time=st.one_of(
+            st.just(("current",)),
+            st.just(("historical",)),
+            st.tuples(st.just("as_of"), st.integers(-5, 100)),
+            st.tuples(st.just("between"), st.integers(-5, 100), st.integers(1, 40)),
+        ),
+        tag=st.one_of(st.none(), st.sampled_from(TAGS)),
+        kind=st.one_of(st.none(), st.sampled_from(["note", "fact"])),
+        room=st.one_of(st.none(), st.sampled_from(ROOMS)),
+        predicate=st.one_of(
+            st.none(),
+            st.tuples(
+                st.sampled_from(["priority", "room"]),
+                st.sampled_from(["EQ", "NEQ", "GT", "GTE", "LT", "LTE", "IN"]),
+                st.lists(st.sampled_from(["1", "2", "10", "r1", "r2"]), min_size=1, max_size=2),
+            ),
+        ),
+    )
+    def search(self, word, time, tag, kind, room, predicate) -> None:  # type: ignore[no-untyped-def]
+        options: dict = {"top_k": 1000, "ranking": "lexical"}
+        if time[0] == "historical":
+            options["include_historical"] = True
+            window = None
+        elif time[0] == "as_of":
+            options["as_of"] = iso(time[1])
+            start = BASE + time[1] * DAY
+            window = (start, start + 1)
+        elif time[0] == "between":
+            options["between"] = {"from": iso(time[1]), "until": iso(time[1] + time[2])}
+            window = (BASE + time[1] * DAY, BASE + (time[1] + time[2]) * DAY)
+        else:
+            window = (CURRENT, CURRENT + 1)
+        if tag:
+            options["tags"] = [tag]
+        if kind:
+            options["kind"] = kind
+        if room:
+            options["filter"] = {"room": room}
+        if predicate:
+            key, op, values = predicate
+            if op != "IN":
+                values = values[:1]
+            if op in ("GT", "GTE", "LT", "LTE") and number(values[0]) is None:
+                self.expect_error(
+                    "memstrata.input.invalid",
+                    lambda: self.memory.search("ns", word, predicates=[
+                        {"key": key, "op": op, "values": values}], **options),
+                )  # fmt: skip
+                return
+            options["predicates"] = [{"key": key, "op": op, "values": values}]
+
+        def in_scope(m: Model) -> bool:
+            if word not in m.content.split():
+                return False
+            if window is not None:
+                start, end = window
+                if m.deleted or not (m.valid_from < end and (m.valid_to is None or m.valid_to > start)):
+                    return False
+            if tag and tag not in m.tags:
+                return False
+            if kind and m.kind != kind:
+                return False
+            if room and m.meta.get("room") != room:
+                return False
+            return not (predicate and not predicate_holds(m.meta, key, op, values))
+
+        expected = {m.id for m in self.model.values() if in_scope(m)}
+        result = self.memory.search("ns", word, **options)
+        got = [hit.record.id for hit in result.hits]
+        assert len(got) == len(set(got))
+        assert set(got) == expected, (options, sorted(expected), sorted(got))
+        order = [(-hit.score, hit.record.id) for hit in result.hits]
+        assert order == sorted(order), "hits must be ordered by score, ties by id"
+
+    @invariant()
+    def versions_match(self) -> None:
+        for m in self.model.values():
+            stored = self.memory.get("ns", m.id)
+            assert stored.version == m.version, (m.id, stored.version, m.version)
+            assert stored.superseded_by == m.superseded_by
+            assert (stored.deleted_at is not None) == m.deleted
+
+
+TemporalMachine.TestCase.settings = settings(
+    max_examples=60,
+    stateful_step_count=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+test_temporal_oracle = TemporalMachine.TestCase
