@@ -1,0 +1,98 @@
+"""The ``memstrata`` Typer app: global options, error reporting, command registration.
+
+To add a command group, write a module with a ``register(app)`` function and call
+it at the bottom of this file.
+
+Expected errors end the process with one line on stderr, never a traceback::
+
+    error: memstrata.not_found: record 'x' does not exist in namespace 'default'
+
+Exit codes: 0 success; 2 bad usage, invalid input or a policy limit (fix the
+command); 1 any other memstrata error (not found, conflicts, providers).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from memstrata.cli import demo, output, records, search
+from memstrata.cli.context import CliState
+from memstrata.domain.errors import InvalidInput, MemstrataError, PolicyLimit
+
+USAGE_ERRORS: tuple[type[MemstrataError], ...] = (InvalidInput, PolicyLimit)
+
+
+def exit_code(error: MemstrataError) -> int:
+    return 2 if isinstance(error, USAGE_ERRORS) else 1
+
+
+class MemstrataGroup(TyperGroup):
+    """The root group: turns a :class:`MemstrataError` from any command into a line
+    on stderr and an exit code."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except MemstrataError as error:
+            output.print_error(error)
+            raise typer.Exit(exit_code(error)) from None
+
+
+app = typer.Typer(
+    name="memstrata",
+    cls=MemstrataGroup,
+    help="Long-term memory for AI agents: records that know when they were true.",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"memstrata {_package_version()}")
+        raise typer.Exit()
+
+
+def _package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("memstrata")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            envvar="MEMSTRATA_DB",
+            metavar="PATH|URL",
+            help="Database file or sqlite:/// URL (default: memstrata.db in the user data dir)",
+            show_default=False,
+        ),
+    ] = None,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Show the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Long-term memory for AI agents: records that know when they were true."""
+    ctx.obj = CliState(db=db)
+
+
+records.register(app)
+search.register(app)
+demo.register(app)
+
+__all__ = ["app", "exit_code"]

@@ -1,0 +1,48 @@
+"""What every command shares: the global options, and the one place the store opens.
+
+Commands never call :func:`memstrata.open` themselves; they call :func:`open_memory`,
+so options that change how the store is opened (a database URL today, an embedder
+or a config file later) are read in exactly one place.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+import typer
+
+import memstrata
+from memstrata.memory import Memory, default_path
+
+
+@dataclass
+class CliState:
+    """The global options, kept on the root context's ``obj``."""
+
+    db: str | None = None
+
+    def target(self) -> str:
+        """The database to open: ``--db``/``MEMSTRATA_DB``, else the user data file."""
+        return self.db or str(default_path())
+
+
+def cli_state(ctx: typer.Context) -> CliState:
+    state = ctx.find_root().obj
+    if not isinstance(state, CliState):
+        state = CliState()
+        ctx.find_root().obj = state
+    return state
+
+
+def open_memory(ctx: typer.Context, target: str | None = None) -> Memory:
+    """Opens the store the global options name (or ``target``); use it in a ``with``.
+
+    A file that cannot be opened is reported as a one-line error, not a traceback.
+    """
+    where = target or cli_state(ctx).target()
+    try:
+        return memstrata.open(where)
+    except (OSError, sqlite3.Error) as error:
+        typer.secho(f"error: cannot open database {where}: {error}", err=True, fg="red")
+        raise typer.Exit(1) from None

@@ -1,0 +1,139 @@
+"""The search command: one CLI spelling of the §6 search request."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from memstrata.cli import output
+from memstrata.cli.context import open_memory
+from memstrata.cli.options import (
+    Filters,
+    JsonOutput,
+    MinTrust,
+    Namespace,
+    RankingName,
+    Tags,
+    Wheres,
+    parse_pairs,
+    parse_wheres,
+)
+
+Instant = str | None
+_TIME = "Time"
+_SCOPE = "Scope"
+
+
+def search(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="What to look for.", show_default=False)],
+    as_of: Annotated[
+        Instant,
+        typer.Option(
+            "--as-of", metavar="TIME", help="What was true at this instant.", rich_help_panel=_TIME
+        ),
+    ] = None,
+    from_: Annotated[
+        Instant,
+        typer.Option(
+            "--from",
+            metavar="TIME",
+            help="Start of a validity window (with --until).",
+            rich_help_panel=_TIME,
+        ),
+    ] = None,
+    until: Annotated[
+        Instant,
+        typer.Option(
+            "--until", metavar="TIME", help="End of the window, exclusive.", rich_help_panel=_TIME
+        ),
+    ] = None,
+    include_historical: Annotated[
+        bool,
+        typer.Option(
+            "--include-historical",
+            help="Every version ever: superseded, ended, future and deleted too.",
+            rich_help_panel=_TIME,
+        ),
+    ] = False,
+    tags: Tags = None,
+    kind: Annotated[
+        str | None,
+        typer.Option("--kind", metavar="KIND", help="Only this kind.", rich_help_panel=_SCOPE),
+    ] = None,
+    key: Annotated[
+        str | None,
+        typer.Option(
+            "--key", metavar="KEY", help="Only the record with this key.", rich_help_panel=_SCOPE
+        ),
+    ] = None,
+    filters: Filters = None,
+    wheres: Wheres = None,
+    min_trust: Annotated[
+        MinTrust | None,
+        typer.Option(
+            "--min-trust", help="verified = reviewed records only.", rich_help_panel=_SCOPE
+        ),
+    ] = None,
+    created_after: Annotated[
+        Instant,
+        typer.Option(
+            "--created-after",
+            metavar="TIME",
+            help="Recorded after this instant.",
+            rich_help_panel=_SCOPE,
+        ),
+    ] = None,
+    created_before: Annotated[
+        Instant,
+        typer.Option(
+            "--created-before",
+            metavar="TIME",
+            help="Recorded before this instant.",
+            rich_help_panel=_SCOPE,
+        ),
+    ] = None,
+    top_k: Annotated[
+        int, typer.Option("--top-k", "-k", min=1, metavar="N", help="Most hits to return.")
+    ] = 10,
+    ranking: Annotated[
+        RankingName,
+        typer.Option("--ranking", help="lexical (BM25), semantic, hybrid, or auto."),
+    ] = "auto",
+    ids_only: Annotated[
+        bool, typer.Option("--ids-only", help="Only ids (and scores in JSON).")
+    ] = False,
+    namespace: Namespace = "default",
+    as_json: JsonOutput = False,
+) -> None:
+    """Search memories: what is true now (default), --as-of a date, or over a window."""
+    options: dict[str, Any] = {
+        "top_k": top_k,
+        "ranking": ranking,
+        "tags": tags or [],
+        "filter": parse_pairs(filters, "--filter"),
+        "predicates": parse_wheres(wheres),
+        "ids_only": ids_only,
+        "include_historical": include_historical,
+    }
+    given = {
+        "as_of": as_of,
+        "kind": kind,
+        "key": key,
+        "min_trust": min_trust,
+        "created_after": created_after,
+        "created_before": created_before,
+    }
+    options.update({name: value for name, value in given.items() if value is not None})
+    if from_ is not None or until is not None:
+        # One end alone is still passed, so the domain's error names the missing one.
+        window = {"from": from_, "until": until}
+        options["between"] = {end: value for end, value in window.items() if value is not None}
+    with open_memory(ctx) as memory:
+        result = memory.search(namespace, query, **options)
+    output.print_search(result, as_json=as_json)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(rich_help_panel="Read")(search)

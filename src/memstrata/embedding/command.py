@@ -1,0 +1,158 @@
+"""An operator's own program as the embedder: one process per batch, JSON both ways.
+
+Protocol (version 1)::
+
+    stdin   {"input": ["text", ...], "model": "<model>", "dimensions": <d>,
+             "kind": "document" | "query"}
+    stdout  {"embeddings": [[float, ...], ...]}      one vector per input, in order
+    exit 0 on success; anything else (and stderr) is reported as ProviderFailed.
+
+The program runs with a copy of memstrata's environment minus every ``MEMSTRATA_*``
+variable (memstrata's own configuration and tokens) and minus every variable that
+holds a configured secret, whether found by name or by value. No shell is involved:
+``command`` is an argv list.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+
+from memstrata.domain.errors import InvalidInput, ProviderFailed
+from memstrata.embedding.base import DEFAULT_BATCH_SIZE, DEFAULT_MAX_CHARS, Embedder, redact
+from memstrata.embedding.config import EmbedderConfig
+
+_STDERR_TAIL = 500
+_OWN_PREFIX = "MEMSTRATA_"
+
+
+class CommandEmbedder(Embedder):
+    """Runs ``argv`` once per batch. ``secret_env`` names variables it must never see."""
+
+    provider = "command"
+
+    def __init__(
+        self,
+        argv: list[str],
+        *,
+        model: str,
+        dimensions: int,
+        secret_env: Iterable[str] = (),
+        timeout: float = 30.0,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        max_chars: int = DEFAULT_MAX_CHARS,
+    ) -> None:
+        if not argv or not all(isinstance(arg, str) and arg for arg in argv):
+            raise InvalidInput(
+                "embedding.command must be a non-empty list of program and arguments, "
+                'e.g. ["/usr/local/bin/embed", "--fast"]'
+            )
+        super().__init__(
+            model=model, dimensions=dimensions, batch_size=batch_size, max_chars=max_chars
+        )
+        self.argv = list(argv)
+        self.timeout = timeout
+        self._secret_env = frozenset(secret_env)
+
+    def _embed_batch(self, texts: list[str], *, query: bool) -> np.ndarray:
+        request = {
+            "input": texts,
+            "model": self.model,
+            "dimensions": self.dimensions,
+            "kind": "query" if query else "document",
+        }
+        env = self.child_env(os.environ)
+        secrets = [os.environ[name] for name in self._secret_env if os.environ.get(name)]
+        try:
+            done = subprocess.run(
+                self.argv,
+                input=json.dumps(request).encode("utf-8"),
+                capture_output=True,
+                env=env,
+                timeout=self.timeout,
+                check=False,
+            )
+        except FileNotFoundError:
+            raise ProviderFailed(self._failure(f"{self.argv[0]!r} was not found")) from None
+        except PermissionError:
+            raise ProviderFailed(self._failure(f"{self.argv[0]!r} is not executable")) from None
+        except OSError as exc:
+            raise ProviderFailed(self._failure(f"could not start: {exc.strerror}")) from None
+        except subprocess.TimeoutExpired:
+            raise ProviderFailed(
+                self._failure(f"no answer within {self.timeout:g} s (embedding.timeout)")
+            ) from None
+        if done.returncode != 0:
+            tail = redact(_tail(done.stderr), secrets)
+            raise ProviderFailed(
+                self._failure(
+                    f"exit status {done.returncode}" + (f"; stderr: {tail}" if tail else "")
+                )
+            )
+        return self._parse(done.stdout)
+
+    def child_env(self, environ: Mapping[str, str]) -> dict[str, str]:
+        """The environment the program gets: ``environ`` minus ours and minus secrets."""
+        hidden_values = {environ[name] for name in self._secret_env if environ.get(name)}
+        return {
+            name: value
+            for name, value in environ.items()
+            # Case-insensitive: memstrata's settings read MEMSTRATA_* without regard to case.
+            if not name.upper().startswith(_OWN_PREFIX)
+            and name not in self._secret_env
+            and value not in hidden_values
+        }
+
+    def _parse(self, stdout: bytes) -> np.ndarray:
+        try:
+            reply = json.loads(stdout)
+        except (UnicodeDecodeError, ValueError):
+            raise ProviderFailed(
+                self._failure('stdout is not JSON; expected {"embeddings": [[...], ...]}')
+            ) from None
+        embeddings = reply.get("embeddings") if isinstance(reply, dict) else None
+        if not isinstance(embeddings, list):
+            raise ProviderFailed(self._failure('stdout JSON has no "embeddings" list'))
+        if not embeddings:
+            return np.empty((0, self.dimensions), dtype=np.float32)
+        try:
+            return np.asarray(embeddings, dtype=np.float32).reshape(len(embeddings), -1)
+        except (TypeError, ValueError):
+            raise ProviderFailed(
+                self._failure('"embeddings" must be a list of equal-length number lists')
+            ) from None
+
+    def _failure(self, detail: str) -> str:
+        return f"{self.embedder_id}: command {self.argv[0]!r} failed: {detail}"
+
+
+def _tail(stderr: bytes) -> str:
+    text = " ".join(stderr.decode("utf-8", errors="replace").split())
+    return text if len(text) <= _STDERR_TAIL else "…" + text[-_STDERR_TAIL:]
+
+
+def from_config(config: EmbedderConfig, secret_env: frozenset[str]) -> CommandEmbedder:
+    if not config.command:
+        raise InvalidInput('embedding.command is required for provider "command"')
+    if not config.model or config.dimensions is None:
+        raise InvalidInput(
+            'provider "command" needs embedding.model (a name for what it computes) '
+            "and embedding.dimensions (the size of its vectors)"
+        )
+    hidden = set(secret_env)
+    if config.api_key_env:
+        # A key configured for this embedder is still a secret: no subprocess gets it.
+        hidden.add(config.api_key_env)
+    return CommandEmbedder(
+        config.command,
+        model=config.model,
+        dimensions=config.dimensions,
+        secret_env=hidden,
+        timeout=config.timeout,
+        batch_size=config.batch_size or DEFAULT_BATCH_SIZE,
+        max_chars=config.max_chars,
+    )
