@@ -1,9 +1,9 @@
 """memstrata: long-term memory for AI agents.
 
-    import memstrata
-    m = memstrata.open("memory.db")
-    m.upsert("agent", [{"content": "The user drives a red car", "key": "user.car"}])
-    m.search("agent", "car").hits
+import memstrata
+m = memstrata.open("memory.db")
+m.upsert("agent", [{"content": "The user drives a red car", "key": "user.car"}])
+m.search("agent", "car").hits
 """
 
 from memstrata.domain.errors import (

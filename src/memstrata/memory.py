@@ -35,9 +35,8 @@ def resolve_target(target: str | os.PathLike[str] | None) -> str:
         target = os.environ.get("MEMSTRATA_DB") or default_path()
     text = os.fspath(target)
     if text.startswith("sqlite://"):
-        path = text.removeprefix("sqlite://")
-        if path.startswith("/"):  # sqlite:///relative or sqlite:////absolute
-            path = path[1:] if not path.startswith("//") else path[1:]
+        # sqlite:///relative.db and sqlite:////absolute.db, as SQLAlchemy spells them
+        path = text.removeprefix("sqlite://").removeprefix("/")
         return path or ":memory:"
     if "://" in text:
         scheme = text.split("://", 1)[0]

@@ -86,9 +86,7 @@ class Service:
         validate_record_id(record_id)
         self.store.delete(namespace, record_id, hard=hard, now=now_us(), actor=actor)
 
-    def expire(
-        self, namespace: str, request: ExpireRequest, *, actor: str = LOCAL_ACTOR
-    ) -> int:
+    def expire(self, namespace: str, request: ExpireRequest, *, actor: str = LOCAL_ACTOR) -> int:
         validate_namespace(namespace)
         return self.store.expire(namespace, request, now=now_us(), actor=actor)
 

@@ -1,13 +1,13 @@
 """Random sequences of writes, checked search by search against a brute-force oracle.
 
-The oracle below is written from SPEC §3–§6 alone: a dict of records and Python
+The oracle below is written from SPEC §3-§6 alone: a dict of records and Python
 comparisons. It shares no code with the store beyond the public API.
 """
 
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import hypothesis.strategies as st
@@ -127,9 +127,7 @@ class TemporalMachine(RuleBasedStateMachine):
             "kind": f["kind"],
             "valid_from": iso(f["valid_from"]),
         }
-        write["valid_to"] = (
-            iso(f["valid_from"] + f["length"]) if f["length"] is not None else None
-        )
+        write["valid_to"] = iso(f["valid_from"] + f["length"]) if f["length"] is not None else None
         return write
 
     @staticmethod
@@ -333,7 +331,9 @@ class TemporalMachine(RuleBasedStateMachine):
                 return False
             if window is not None:
                 start, end = window
-                if m.deleted or not (m.valid_from < end and (m.valid_to is None or m.valid_to > start)):
+                if m.deleted or not (
+                    m.valid_from < end and (m.valid_to is None or m.valid_to > start)
+                ):
                     return False
             if tag and tag not in m.tags:
                 return False

@@ -19,7 +19,7 @@ class Secret:
 
     __str__ = __repr__
 
-    def __reduce__(self) -> object:
+    def __reduce__(self) -> str | tuple[object, ...]:
         raise TypeError("a Secret cannot be pickled or serialised")
 
     def __eq__(self, other: object) -> bool:

@@ -6,6 +6,7 @@ deadlock upgrading a read to a write; a busy file is waited for, not reported.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 import time
@@ -120,9 +121,7 @@ class Database:
     def close(self) -> None:
         with self._all_lock:
             for conn in self._all:
-                try:
+                with contextlib.suppress(sqlite3.ProgrammingError):
                     conn.close()
-                except sqlite3.ProgrammingError:
-                    pass
             self._all.clear()
         self._local = threading.local()

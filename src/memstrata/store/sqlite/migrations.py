@@ -163,7 +163,7 @@ def m001_records(conn: sqlite3.Connection) -> None:
             detail     TEXT
         );
         CREATE INDEX ledger_record ON ledger (namespace, record_id);
-        """
+        """,
     )
 
 

@@ -78,18 +78,14 @@ class SqliteStore:
         with self.db.atomic() as conn:
             return writes.invalidate(conn, namespace, record_id, at, now=now, actor=actor)
 
-    def delete(
-        self, namespace: str, record_id: str, *, hard: bool, now: int, actor: str
-    ) -> None:
+    def delete(self, namespace: str, record_id: str, *, hard: bool, now: int, actor: str) -> None:
         with self.db.atomic() as conn:
             if hard:
                 writes.hard_delete(conn, namespace, record_id, now=now, actor=actor)
             else:
                 writes.soft_delete(conn, namespace, record_id, now=now, actor=actor)
 
-    def verify(
-        self, namespace: str, record_id: str, reviewer: str, *, now: int, actor: str
-    ) -> int:
+    def verify(self, namespace: str, record_id: str, reviewer: str, *, now: int, actor: str) -> int:
         with self.db.atomic() as conn:
             return writes.verify(conn, namespace, record_id, reviewer, now=now, actor=actor)
 
@@ -192,9 +188,7 @@ class SqliteStore:
                     if linked is not None:
                         chain[link] = linked[1]
                         frontier.append(linked[1])
-        return sorted(
-            chain.values(), key=lambda r: (r.valid_from, r.created_at, r.version, r.id)
-        )
+        return sorted(chain.values(), key=lambda r: (r.valid_from, r.created_at, r.version, r.id))
 
     def lexical(
         self, namespace: str, request: SearchRequest, window: Window | None, limit: int
@@ -231,7 +225,9 @@ class SqliteStore:
         return [LedgerEntry(*row) for row in self.db.conn().execute(sql + " ORDER BY seq", params)]
 
     def namespaces(self) -> list[str]:
-        return [row[0] for row in self.db.conn().execute("SELECT name FROM namespaces ORDER BY name")]
+        return [
+            row[0] for row in self.db.conn().execute("SELECT name FROM namespaces ORDER BY name")
+        ]
 
     def raw(self) -> sqlite3.Connection:
         """The calling thread's connection, for tests and diagnostics."""

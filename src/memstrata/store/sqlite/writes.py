@@ -143,9 +143,7 @@ def _close_superseded(
     assert new.valid_from is not None
     found = lookup(conn, namespace, old_id)
     if found is None:
-        raise NotFound(
-            f"{field} names {old_id!r}, which does not exist in namespace {namespace!r}"
-        )
+        raise NotFound(f"{field} names {old_id!r}, which does not exist in namespace {namespace!r}")
     rowid, old = found
     if old.superseded_by == new.id:
         return old  # already closed by this very record: a re-upsert, not a fork
@@ -205,7 +203,9 @@ def upsert_one(
     valid_to = incoming.valid_to
     if existing is not None:
         if existing.superseded_by is not None or "valid_to" not in incoming.model_fields_set:
-            valid_to = existing.valid_to  # a supersession's closure is the store's, not the caller's
+            valid_to = (
+                existing.valid_to
+            )  # a supersession's closure is the store's, not the caller's
         if valid_from != existing.valid_from and _has_predecessor(conn, namespace, incoming.id):
             raise InvalidInput(
                 f"{field}.valid_from cannot move: {incoming.id!r} supersedes another record and "
@@ -237,7 +237,11 @@ def upsert_one(
         if record.key is None and old.key is not None:
             record.key = old.key
     live = record.deleted_at is None and record.superseded_by is None
-    if record.key is not None and live and (record.valid_to is None or to_us(record.valid_to) > now):
+    if (
+        record.key is not None
+        and live
+        and (record.valid_to is None or to_us(record.valid_to) > now)
+    ):
         holder = _key_holder(conn, namespace, record.key, record.id, now)
         if holder is not None:
             raise WriteConflict(
@@ -332,7 +336,7 @@ def hard_delete(
     """Removes every trace of the record: row, versions, full-text row, and (by
     cascade) tags, metadata, vectors, mentions and the extraction marker. The ledger
     keeps that a hard delete of this id happened, and nothing of its content."""
-    rowid, record = require(conn, namespace, record_id)
+    rowid, _ = require(conn, namespace, record_id)
     conn.execute("DELETE FROM records_fts WHERE rowid = ?", (rowid,))
     conn.execute("DELETE FROM records WHERE rowid = ?", (rowid,))
     conn.execute(

@@ -1,0 +1,62 @@
+"""Several processes and threads on one file: nothing lost, no "database is locked"."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import memstrata
+
+WRITER = """
+import sys, memstrata
+m = memstrata.open(sys.argv[1])
+for i in range(int(sys.argv[3])):
+    m.upsert("ns", [{"id": f"{sys.argv[2]}-{i}", "content": f"note {i} from {sys.argv[2]}"}])
+    if i % 50 == 0:
+        m.search("ns", "note")
+m.close()
+"""
+
+
+def test_two_processes_writing_one_file_lose_nothing(db_path: Path) -> None:
+    memstrata.open(db_path).close()  # create the schema first, as a server would
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(db_path), name, "500"],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("p1", "p2")
+    ]
+    for writer in writers:
+        _, err = writer.communicate(timeout=300)
+        assert writer.returncode == 0, err
+        assert "locked" not in err
+    with memstrata.open(db_path) as m:
+        for name in ("p1", "p2"):
+            for i in range(500):
+                assert m.get("ns", f"{name}-{i}").version == 1
+        assert len(m.service.store.ledger("ns")) == 1000
+
+
+def test_threads_share_one_memory(db_path: Path) -> None:
+    errors: list[BaseException] = []
+    with memstrata.open(db_path) as m:
+
+        def work(name: str) -> None:
+            try:
+                for i in range(100):
+                    m.upsert("ns", [{"id": f"{name}-{i}", "content": f"thread note {i}"}])
+                    m.search("ns", "thread")
+            except BaseException as error:  # collected and asserted below
+                errors.append(error)
+
+        threads = [threading.Thread(target=work, args=(f"t{n}",)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        assert len(m.service.store.ledger("ns")) == 400
