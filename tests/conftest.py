@@ -15,6 +15,7 @@ def db_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def memory(db_path: Path) -> Iterator[memstrata.Memory]:
-    m = memstrata.open(db_path)
+    # the hash embedder: vectors are written and searched, without loading a model
+    m = memstrata.open(db_path, embedder="hash", background_jobs=False)
     yield m
     m.close()

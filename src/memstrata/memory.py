@@ -18,6 +18,8 @@ from memstrata.domain.records import Record, UpsertResult
 from memstrata.domain.search import ExpireRequest, SearchRequest, SearchResult
 from memstrata.domain.time import parse_instant
 from memstrata.domain.validation import parse_model
+from memstrata.embedding.binding import EmbedderBinding, EmbedderSpec, build_embedder
+from memstrata.jobs.embed import JobReport, Progress
 from memstrata.service import Service
 from memstrata.store.sqlite.store import SqliteStore
 
@@ -124,7 +126,39 @@ class Memory:
     def verify(self, namespace: str, id: str, reviewer: str) -> int:
         return self.service.verify(namespace, id, reviewer)
 
+    def set_embedding(self, namespace: str, id: str, vector: list[float]) -> None:
+        self.service.set_embedding(namespace, id, list(vector))
 
-def open_memory(target: str | os.PathLike[str] | None = None) -> Memory:
-    """Opens (creating if needed) a memory store: a path or ``sqlite:///`` URL."""
-    return Memory(Service(SqliteStore(resolve_target(target))))
+    def embed(self, namespace: str, *, progress: Progress | None = None) -> JobReport:
+        """Embeds every record of the namespace that has no vector yet, now."""
+        return self.service.embed(namespace, progress=progress)
+
+    def reindex(self, namespace: str, *, progress: Progress | None = None) -> JobReport:
+        """Re-embeds the whole namespace with its current embedder."""
+        return self.service.embed(namespace, progress=progress, reindex=True)
+
+    def embedder_id(self, namespace: str) -> str:
+        """The active embedder of a namespace (``provider:model:dimensions``) or "none"."""
+        return self.service.embedders.describe(namespace)
+
+
+def open_memory(
+    target: str | os.PathLike[str] | None = None,
+    *,
+    embedder: EmbedderSpec = None,
+    embedders: Mapping[str, EmbedderSpec] | None = None,
+    cache_size: int = 0,
+    background_jobs: bool = True,
+) -> Memory:
+    """Opens (creating if needed) a memory store: a path or ``sqlite:///`` URL.
+
+    ``embedder`` is the default for every namespace: an ``Embedder``, a provider name
+    (``"local"``, ``"hash"``, …), an embedder config, ``"none"``, or ``None`` for the best
+    one available offline (the local model when installed, else hashing).
+    ``embedders`` binds namespaces to other embedders. With ``background_jobs`` a
+    backlog of missing vectors is filled on a background thread, starting now."""
+    default = build_embedder(embedder, cache_size)
+    overrides = {ns: build_embedder(spec, cache_size) for ns, spec in (embedders or {}).items()}
+    store = SqliteStore(resolve_target(target))
+    binding = EmbedderBinding(default, overrides)
+    return Memory(Service(store, binding, background_jobs=background_jobs))

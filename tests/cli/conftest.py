@@ -52,9 +52,12 @@ def plain(text: str) -> str:
 
 @pytest.fixture(autouse=True)
 def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No user database or namespace, and plain pipe-width output whatever the CI sets."""
+    """No user database or namespace, plain pipe-width output whatever the CI sets, and
+    the hash embedder (fast and deterministic, no model to load) unless a test passes
+    ``--embedder``."""
     for name in ("MEMSTRATA_DB", "MEMSTRATA_NAMESPACE", "COLUMNS", "FORCE_COLOR", "TTY_COMPATIBLE"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MEMSTRATA_EMBEDDER", "hash")
 
 
 @pytest.fixture

@@ -93,31 +93,48 @@ def test_json_output_is_the_search_result(cli: Cli) -> None:
     record_id = cli.add("Café in Zürich", "--meta", "city=Zürich")
     result = cli.ok("search", "café", "--json")
     assert "Zürich" in result.stdout  # ensure_ascii=False
-    assert result.stderr == ""  # warnings stay inside the JSON
+    assert result.stderr == ""  # no embedder line, warnings stay inside the JSON
     data = cli.json("search", "café")
     assert set(data) == {"hits", "ranking", "unembedded", "warnings"}
-    assert data["ranking"] == "lexical"
+    assert data["ranking"] == "hybrid"  # auto, with an embedder
     assert data["hits"][0]["record"]["id"] == record_id
     assert data["hits"][0]["signals"]["lexical"]["rank"] == 1
+    assert data["warnings"] == []
+
+
+def test_auto_ranking_without_an_embedder_answers_lexically_with_a_warning(cli: Cli) -> None:
+    record_id = cli.json("--embedder", "none", "add", "Café in Zürich")["ids"][0]
+    data = cli.json("--embedder", "none", "search", "café")
+    assert data["ranking"] == "lexical"
+    assert [hit["record"]["id"] for hit in data["hits"]] == [record_id]
     assert data["warnings"][0].startswith("semantic_unavailable")
 
+    note, warning = cli.ok("--embedder", "none", "search", "café").stderr.splitlines()
+    assert note == "embedder: none · ranking: lexical"
+    assert warning.startswith("warning: semantic_unavailable: ")
 
-def test_human_output_is_a_table_and_warnings_go_to_stderr(cli: Cli, text: Plain) -> None:
+
+def test_human_output_is_a_table_and_notes_go_to_stderr(cli: Cli, text: Plain) -> None:
     record_id = cli.add("Bob likes [bold]tea[/bold]", "--valid-from", "2023-01-01")
     result = cli.ok("search", "tea")
     table = text(result.stdout)
-    # Columns: rank, score, id, content (markup shown as typed), validity.
-    assert table.startswith("# score id content valid 1 ")
-    assert f"{record_id} Bob likes [bold]tea[/bold] 2023-01-01 → open" in table
-    assert "warning" not in result.stdout
-    assert result.stderr.startswith("warning: semantic_unavailable: ")
+    # Columns: rank, score, lanes, id, content (markup shown as typed), validity.
+    assert table.startswith("# score lanes id content valid 1 ")
+    assert f"LS {record_id} Bob likes [bold]tea[/bold] 2023-01-01 → open" in table
+    assert "embedder" not in result.stdout and "warning" not in result.stdout
+    assert result.stderr.startswith("embedder: hash:")
+    assert result.stderr.endswith(" · ranking: hybrid\n")
 
-    empty = cli.ok("search", "nothing-matches-this")
+    lexical = text(cli.ok("search", "tea", "--ranking", "lexical").stdout)
+    assert f"L {record_id} Bob likes" in lexical
+
+    empty = cli.ok("search", "nothing-matches-this", "--ranking", "lexical")
     assert "no records match" in empty.stdout
 
 
 def test_semantic_ranking_without_an_embedder_is_refused(cli: Cli) -> None:
     cli.add("some text")
-    result = cli.fails(1, "search", "text", "--ranking", "semantic")
+    result = cli.fails(1, "--embedder", "none", "search", "text", "--ranking", "semantic")
     assert result.stderr.startswith("error: memstrata.search.semantic_unavailable: ")
-    assert cli.json("search", "text", "--ranking", "lexical")["warnings"] == []
+    data = cli.json("--embedder", "none", "search", "text", "--ranking", "lexical")
+    assert data["warnings"] == []

@@ -11,7 +11,7 @@ import memstrata
 
 WRITER = """
 import sys, memstrata
-m = memstrata.open(sys.argv[1])
+m = memstrata.open(sys.argv[1], embedder="hash", background_jobs=False)
 for i in range(int(sys.argv[3])):
     m.upsert("ns", [{"id": f"{sys.argv[2]}-{i}", "content": f"note {i} from {sys.argv[2]}"}])
     if i % 50 == 0:
@@ -21,7 +21,7 @@ m.close()
 
 
 def test_two_processes_writing_one_file_lose_nothing(db_path: Path) -> None:
-    memstrata.open(db_path).close()  # create the schema first, as a server would
+    memstrata.open(db_path, embedder="hash").close()  # create the schema first, as a server would
     writers = [
         subprocess.Popen(
             [sys.executable, "-c", WRITER, str(db_path), name, "500"],
@@ -34,7 +34,7 @@ def test_two_processes_writing_one_file_lose_nothing(db_path: Path) -> None:
         _, err = writer.communicate(timeout=300)
         assert writer.returncode == 0, err
         assert "locked" not in err
-    with memstrata.open(db_path) as m:
+    with memstrata.open(db_path, embedder="hash") as m:
         for name in ("p1", "p2"):
             for i in range(500):
                 assert m.get("ns", f"{name}-{i}").version == 1
@@ -43,7 +43,7 @@ def test_two_processes_writing_one_file_lose_nothing(db_path: Path) -> None:
 
 def test_threads_share_one_memory(db_path: Path) -> None:
     errors: list[BaseException] = []
-    with memstrata.open(db_path) as m:
+    with memstrata.open(db_path, embedder="hash") as m:
 
         def work(name: str) -> None:
             try:

@@ -80,13 +80,15 @@ def test_predicates_compare_numbers_numerically_and_skip_non_numbers(memory: Mem
     memory.add("ns", "task beta", metadata={"priority": "3"})
     memory.add("ns", "task gamma", metadata={"priority": "urgent"})
     memory.add("ns", "task delta")
-    found = memory.search("ns", "task", predicates=[{"key": "priority", "op": "GTE", "values": [5]}])
+    gte = [{"key": "priority", "op": "GTE", "values": [5]}]
+    found = memory.search("ns", "task", predicates=gte)
     assert found.ids() == [high]
-    neq = memory.search("ns", "task", predicates=[{"key": "priority", "op": "neq", "values": ["3"]}])
+    neq = memory.search("ns", "task", predicates=[{"key": "priority", "op": "neq", "values": [3]}])
     assert len(neq.hits) == 2  # a predicate only matches where the key is present
 
 
-def test_semantic_without_an_embedder_is_refused(memory: Memory) -> None:
-    memory.add("ns", "anything")
-    with pytest.raises(memstrata.SemanticUnavailable):
-        memory.search("ns", "anything", ranking="semantic")
+def test_semantic_without_an_embedder_is_refused(db_path) -> None:  # type: ignore[no-untyped-def]
+    with memstrata.open(db_path, embedder="none") as memory:
+        memory.add("ns", "anything")
+        with pytest.raises(memstrata.SemanticUnavailable):
+            memory.search("ns", "anything", ranking="semantic")

@@ -91,7 +91,9 @@ class TemporalMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.dir = tempfile.TemporaryDirectory()
-        self.memory = memstrata.open(Path(self.dir.name) / "oracle.db")
+        self.memory = memstrata.open(
+            Path(self.dir.name) / "oracle.db", embedder="hash", background_jobs=False
+        )
         self.model: dict[str, Model] = {}
         self.counter = 0
 

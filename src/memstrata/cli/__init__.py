@@ -2,7 +2,7 @@
 
 Modules: ``app`` (the Typer app and global options), ``context`` (opening the store),
 ``options`` (shared options and parsers), ``output`` (rendering), and one module
-per command group: ``records``, ``search``, ``demo``.
+per command group: ``records``, ``search``, ``embedding``, ``demo``.
 """
 
 from __future__ import annotations

@@ -18,8 +18,9 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from memstrata.cli import demo, output, records, search
+from memstrata.cli import demo, embedding, output, records, search
 from memstrata.cli.context import CliState
+from memstrata.cli.options import EmbedderName
 from memstrata.domain.errors import InvalidInput, MemstrataError, PolicyLimit
 
 USAGE_ERRORS: tuple[type[MemstrataError], ...] = (InvalidInput, PolicyLimit)
@@ -80,6 +81,16 @@ def root(
             show_default=False,
         ),
     ] = None,
+    embedder: Annotated[
+        EmbedderName,
+        typer.Option(
+            "--embedder",
+            envvar="MEMSTRATA_EMBEDDER",
+            metavar="NAME",
+            help="Embedding provider: auto (the local model when installed, else hash), "
+            "local, hash, openai, ollama, command, or none (lexical search only).",
+        ),
+    ] = "auto",
     version: Annotated[
         bool,
         typer.Option(
@@ -88,11 +99,12 @@ def root(
     ] = False,
 ) -> None:
     """Long-term memory for AI agents: records that know when they were true."""
-    ctx.obj = CliState(db=db)
+    ctx.obj = CliState(db=db, embedder=embedder)
 
 
 records.register(app)
 search.register(app)
+embedding.register(app)
 demo.register(app)
 
 __all__ = ["app", "exit_code"]

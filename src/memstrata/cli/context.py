@@ -1,8 +1,8 @@
 """What every command shares: the global options, and the one place the store opens.
 
 Commands never call :func:`memstrata.open` themselves; they call :func:`open_memory`,
-so options that change how the store is opened (a database URL today, an embedder
-or a config file later) are read in exactly one place.
+so options that change how the store is opened (the database, the embedder, a
+config file later) are read in exactly one place.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import typer
 
 import memstrata
+from memstrata.cli.options import EmbedderName
 from memstrata.memory import Memory, default_path
 
 
@@ -21,6 +22,7 @@ class CliState:
     """The global options, kept on the root context's ``obj``."""
 
     db: str | None = None
+    embedder: EmbedderName = "auto"
 
     def target(self) -> str:
         """The database to open: ``--db``/``MEMSTRATA_DB``, else the user data file."""
@@ -38,11 +40,18 @@ def cli_state(ctx: typer.Context) -> CliState:
 def open_memory(ctx: typer.Context, target: str | None = None) -> Memory:
     """Opens the store the global options name (or ``target``); use it in a ``with``.
 
+    The embedder is the one ``--embedder`` names (``auto``: the local model when
+    installed, else hashing). No background jobs: the process is short-lived, and a
+    backlog is filled by ``memstrata embed``.
+
     A file that cannot be opened is reported as a one-line error, not a traceback.
     """
-    where = target or cli_state(ctx).target()
+    state = cli_state(ctx)
+    where = target or state.target()
     try:
-        return memstrata.open(where)
+        # "auto" is passed as is, not as None: None would re-read MEMSTRATA_EMBEDDER,
+        # which an explicit --embedder auto must override.
+        return memstrata.open(where, embedder=state.embedder, background_jobs=False)
     except (OSError, sqlite3.Error) as error:
         typer.secho(f"error: cannot open database {where}: {error}", err=True, fg="red")
         raise typer.Exit(1) from None

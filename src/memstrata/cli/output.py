@@ -49,6 +49,17 @@ def print_error(error: MemstrataError) -> None:
     typer.secho(f"error: {error.code}: {error.message}", err=True, fg="red")
 
 
+def print_note(text: str) -> None:
+    """A dim status line on stderr (which embedder, which ranking), never on stdout."""
+    typer.secho(text, err=True, dim=True)
+
+
+def embedder_note(embedder_id: str, ranking: str | None = None) -> str:
+    """``embedder: hash:feature-hash-v1:256 · ranking: hybrid``."""
+    note = f"embedder: {embedder_id}"
+    return f"{note} · ranking: {ranking}" if ranking else note
+
+
 # -- instants and status ---------------------------------------------------------
 
 
@@ -117,18 +128,29 @@ def records_table(records: Sequence[Record], title: str | None = None) -> Table:
     return table
 
 
+LANE_LETTERS = {"lexical": "L", "semantic": "S"}
+
+
+def lanes(signals: dict[str, Any]) -> str:
+    """The lanes that found a hit, one letter each: L lexical, S semantic."""
+    return "".join(letter for lane, letter in LANE_LETTERS.items() if lane in signals)
+
+
 def search_table(result: SearchResult, title: str | None = None) -> Table:
-    """Hits in rank order: rank, score, id, content, validity."""
+    """Hits in rank order: rank, score, lanes (L lexical, S semantic), id, content,
+    validity."""
     table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
     table.add_column("#", justify="right")
     table.add_column("score", justify="right")
-    _id_column(table, result.ids(), room_beside=50)
+    table.add_column("lanes")
+    _id_column(table, result.ids(), room_beside=56)
     table.add_column("content", ratio=1, min_width=12)
     table.add_column("valid")
     for rank, hit in enumerate(result.hits, start=1):
         table.add_row(
             str(rank),
             f"{hit.score:.4g}",
+            lanes(hit.signals),
             hit.record.id,
             Text(hit.record.content),
             validity(hit.record),
@@ -168,7 +190,9 @@ def record_panel(record: Record) -> Panel:
 # -- command results ------------------------------------------------------------------
 
 
-def print_search(result: SearchResult, *, as_json: bool) -> None:
+def print_search(result: SearchResult, *, embedder_id: str, as_json: bool) -> None:
+    """The hits; in human mode also the embedder and ranking used, and warnings, on
+    stderr. JSON output is the result alone (its warnings are inside it)."""
     if as_json:
         print_json(result.to_json())
         return
@@ -179,6 +203,7 @@ def print_search(result: SearchResult, *, as_json: bool) -> None:
         console().print(search_table(result))
     else:
         console().print("no records match", style="dim")
+    print_note(embedder_note(embedder_id, result.ranking.value))
     print_warnings(result.warnings)
     if result.unembedded:
         print_warnings([f"{result.unembedded} in-scope records are not embedded yet"])

@@ -132,7 +132,8 @@ def search(
         options["between"] = {end: value for end, value in window.items() if value is not None}
     with open_memory(ctx) as memory:
         result = memory.search(namespace, query, **options)
-    output.print_search(result, as_json=as_json)
+        embedder_id = memory.embedder_id(namespace)
+    output.print_search(result, embedder_id=embedder_id, as_json=as_json)
 
 
 def register(app: typer.Typer) -> None:

@@ -33,7 +33,9 @@ def m001_records(conn: sqlite3.Connection) -> None:
 
         -- The current state of every record; older states live in record_versions.
         CREATE TABLE records (
-            rowid         INTEGER PRIMARY KEY,
+            -- AUTOINCREMENT: a rowid is never reused, so derived rows keyed by it
+            -- (and in-memory vector caches) can never be mistaken for a newer record.
+            rowid         INTEGER PRIMARY KEY AUTOINCREMENT,
             namespace     TEXT NOT NULL,
             id            TEXT NOT NULL,
             content       TEXT NOT NULL,
@@ -96,15 +98,31 @@ def m001_records(conn: sqlite3.Connection) -> None:
             content, tokenize = 'unicode61 remove_diacritics 2'
         );
 
-        -- Derived: one vector per (record, embedder).
+        -- Derived: one unit vector (float32, little-endian) per (record, embedder).
+        -- seq grows with every write, so a reader can fetch only what changed.
         CREATE TABLE vectors (
             record       INTEGER NOT NULL REFERENCES records (rowid) ON DELETE CASCADE,
             embedder_id  TEXT NOT NULL,
             dimensions   INTEGER NOT NULL,
             vector       BLOB NOT NULL,
+            seq          INTEGER NOT NULL,
             PRIMARY KEY (record, embedder_id)
         ) WITHOUT ROWID;
-        CREATE INDEX vectors_embedder ON vectors (embedder_id, record);
+        CREATE INDEX vectors_seq ON vectors (embedder_id, seq);
+        CREATE INDEX vectors_seq_all ON vectors (seq);
+
+        -- Durable jobs (embed, reindex): state and counts; the records are the cursor.
+        CREATE TABLE jobs (
+            id          INTEGER PRIMARY KEY AUTOINCREMENT,
+            type        TEXT NOT NULL,
+            namespace   TEXT NOT NULL,
+            state       TEXT NOT NULL,
+            done        INTEGER NOT NULL DEFAULT 0,
+            error       TEXT,
+            created_at  INTEGER NOT NULL,
+            updated_at  INTEGER NOT NULL
+        );
+        CREATE INDEX jobs_ns_state ON jobs (namespace, type, state);
 
         -- Derived: the knowledge graph (filled by extraction; asserted facts too).
         CREATE TABLE entities (

@@ -23,6 +23,7 @@ from memstrata.store.sqlite.rows import (
     record_from_snapshot,
 )
 from memstrata.store.sqlite.scope import metadata_clause, scope_clause
+from memstrata.store.sqlite.vectors import VectorCache, top_k
 
 HISTORY_LIMIT = 1000
 
@@ -53,6 +54,7 @@ class SqliteStore:
     def __init__(self, path: str) -> None:
         self.path = path
         self.db = Database(path)
+        self._vectors = VectorCache()
         apply_migrations(self.db.conn(), now_us())
 
     def close(self) -> None:
@@ -208,6 +210,142 @@ class SqliteStore:
             (record_from_row(row, with_payload=request.include_payload), -float(row[-1]))
             for row in rows
         ]
+
+    def semantic(
+        self,
+        namespace: str,
+        request: SearchRequest,
+        window: Window | None,
+        embedder_id: str,
+        query: np.ndarray,
+        limit: int,
+    ) -> tuple[list[tuple[Record, float]], int]:
+        """Exact cosine over the in-scope records that have a vector for ``embedder_id``.
+
+        Returns the best ``limit`` hits (ties by id) and how many in-scope records had
+        no vector yet (``unembedded``)."""
+        where, params = scope_clause("r", namespace, request, window)
+        with self.db.snapshot() as conn:
+            rows = conn.execute(
+                f"SELECT r.rowid, EXISTS (SELECT 1 FROM vectors v WHERE v.record = r.rowid"
+                f" AND v.embedder_id = ?) FROM records r WHERE {where}",
+                [embedder_id, *params],
+            ).fetchall()
+            if not rows:
+                return [], 0
+            flags = np.array(rows, dtype=np.int64)
+            rowids = flags[flags[:, 1] == 1, 0]
+            unembedded = int(flags.shape[0] - rowids.shape[0])
+            if rowids.shape[0] == 0:
+                return [], unembedded
+            matrix = self._vectors.refresh(conn, embedder_id, int(query.shape[0]))
+            similarities = matrix.gather(rowids) @ query.astype(np.float32)
+            chosen = top_k(similarities, limit)
+            by_rowid = {int(rowids[i]): float(similarities[i]) for i in chosen}
+            marks = ", ".join("?" for _ in by_rowid)
+            records = conn.execute(
+                f"SELECT {COLUMNS} FROM records WHERE rowid IN ({marks})", list(by_rowid)
+            ).fetchall()
+        hits = [
+            (record_from_row(row, with_payload=request.include_payload), by_rowid[row[0]])
+            for row in records
+        ]
+        hits.sort(key=lambda hit: (-hit[1], hit[0].id))
+        return hits[:limit], unembedded
+
+    # -- derived vectors ----------------------------------------------------------
+
+    def vectors_for(
+        self, namespace: str, ids: Sequence[str], embedder_id: str
+    ) -> dict[str, list[float]]:
+        if not ids:
+            return {}
+        marks = ", ".join("?" for _ in ids)
+        rows = self.db.conn().execute(
+            f"SELECT r.id, v.vector FROM records r JOIN vectors v ON v.record = r.rowid"
+            f" WHERE r.namespace = ? AND v.embedder_id = ? AND r.id IN ({marks})",
+            [namespace, embedder_id, *ids],
+        )
+        return {row[0]: np.frombuffer(row[1], dtype="<f4").tolist() for row in rows}
+
+    def backlog(self, namespace: str, embedder_id: str, limit: int) -> list[tuple[int, str, str]]:
+        """Up to ``limit`` records with no vector for ``embedder_id``: (rowid, hash, content)."""
+        return [
+            (row[0], row[1], row[2])
+            for row in self.db.conn().execute(
+                "SELECT r.rowid, r.content_hash, r.content FROM records r WHERE r.namespace = ?"
+                " AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.record = r.rowid"
+                " AND v.embedder_id = ?) ORDER BY r.rowid LIMIT ?",
+                (namespace, embedder_id, limit),
+            )
+        ]
+
+    def backlog_count(self, namespace: str, embedder_id: str) -> int:
+        row = (
+            self.db.conn()
+            .execute(
+                "SELECT count(*) FROM records r WHERE r.namespace = ? AND NOT EXISTS"
+                " (SELECT 1 FROM vectors v WHERE v.record = r.rowid AND v.embedder_id = ?)",
+                (namespace, embedder_id),
+            )
+            .fetchone()
+        )
+        return int(row[0])
+
+    def store_vectors(self, embedder_id: str, items: Sequence[tuple[int, str, np.ndarray]]) -> int:
+        """Stores derived vectors for (rowid, content_hash) pairs whose content is still
+        that hash — a record rewritten meanwhile is left for the next pass. Touches no
+        record. Returns how many were stored."""
+        stored = 0
+        with self.db.atomic() as conn:
+            for rowid, content_hash, vector in items:
+                row = conn.execute(
+                    "SELECT content_hash FROM records WHERE rowid = ?", (rowid,)
+                ).fetchone()
+                if row is not None and row[0] == content_hash:
+                    writes.store_vector(conn, rowid, embedder_id, vector)
+                    stored += 1
+        return stored
+
+    def clear_vectors(self, namespace: str, embedder_id: str) -> int:
+        """Drops a namespace's vectors for ``embedder_id`` (reindex makes them a backlog)."""
+        with self.db.atomic() as conn:
+            cursor = conn.execute(
+                "DELETE FROM vectors WHERE embedder_id = ? AND record IN"
+                " (SELECT rowid FROM records WHERE namespace = ?)",
+                (embedder_id, namespace),
+            )
+            return cursor.rowcount
+
+    # -- jobs ---------------------------------------------------------------------
+
+    def job_start(self, job_type: str, namespace: str, now: int) -> int:
+        with self.db.atomic() as conn:
+            cursor = conn.execute(
+                "INSERT INTO jobs (type, namespace, state, created_at, updated_at)"
+                " VALUES (?, ?, 'running', ?, ?)",
+                (job_type, namespace, now, now),
+            )
+            return int(cursor.lastrowid or 0)
+
+    def job_update(
+        self, job_id: int, *, state: str, done: int, error: str | None, now: int
+    ) -> None:
+        with self.db.atomic() as conn:
+            conn.execute(
+                "UPDATE jobs SET state = ?, done = ?, error = ?, updated_at = ? WHERE id = ?",
+                (state, done, error, now, job_id),
+            )
+
+    def jobs(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        sql = "SELECT id, type, namespace, state, done, error, created_at, updated_at FROM jobs"
+        params: list[Any] = []
+        if namespace is not None:
+            sql += " WHERE namespace = ?"
+            params.append(namespace)
+        names = ["id", "type", "namespace", "state", "done", "error", "created_at", "updated_at"]
+        return [dict(zip(names, row, strict=True)) for row in self.db.conn().execute(
+            sql + " ORDER BY id", params)]  # fmt: skip
 
     def count_in_scope(self, namespace: str, request: SearchRequest, window: Window | None) -> int:
         where, params = scope_clause("r", namespace, request, window)

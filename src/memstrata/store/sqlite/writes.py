@@ -99,12 +99,17 @@ def save(conn: sqlite3.Connection, rowid: int | None, record: Record) -> int:
 def store_vector(
     conn: sqlite3.Connection, rowid: int, embedder_id: str, vector: np.ndarray
 ) -> None:
+    """Stores a unit-length copy of ``vector``: cosine similarity is then a dot product."""
     data = np.asarray(vector, dtype=np.float32)
+    norm = float(np.linalg.norm(data))
+    if norm > 0:
+        data = data / norm
     conn.execute(
-        "INSERT INTO vectors (record, embedder_id, dimensions, vector) VALUES (?, ?, ?, ?)"
+        "INSERT INTO vectors (record, embedder_id, dimensions, vector, seq)"
+        " VALUES (?, ?, ?, ?, (SELECT coalesce(max(seq), 0) + 1 FROM vectors))"
         " ON CONFLICT (record, embedder_id) DO UPDATE SET"
-        " dimensions = excluded.dimensions, vector = excluded.vector",
-        (rowid, embedder_id, int(data.shape[0]), data.tobytes()),
+        " dimensions = excluded.dimensions, vector = excluded.vector, seq = excluded.seq",
+        (rowid, embedder_id, int(data.shape[0]), data.astype("<f4").tobytes()),
     )
 
 

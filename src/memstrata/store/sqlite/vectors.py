@@ -1,0 +1,86 @@
+"""The vector lane on SQLite: exact cosine over the in-scope rows.
+
+Vectors live in the ``vectors`` table, in the same file and transactions as the
+records. To search them fast, each process keeps a read-through copy per embedder
+in one numpy matrix, refreshed incrementally from ``vectors.seq`` before every
+search; it is never a source of truth. The scope (namespace, filters, the temporal
+rule) is decided in SQL first — a true pre-filter — and only those rows are scored.
+
+Stale cache rows cannot leak: the scope query only returns records that currently
+have a vector for the embedder, record rowids are never reused (AUTOINCREMENT), and
+a rewritten vector gets a new ``seq`` and so replaces its cached row.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+
+import numpy as np
+
+
+class _Matrix:
+    """All vectors of one embedder, addressable by record rowid."""
+
+    def __init__(self, dimensions: int) -> None:
+        self.dimensions = dimensions
+        self.rows = np.zeros((1024, dimensions), dtype=np.float32)
+        self.count = 0
+        self.position = np.full(1024, -1, dtype=np.int64)  # rowid -> row, -1 = none
+        self.seq = 0
+
+    def put(self, rowids: np.ndarray, vectors: np.ndarray) -> None:
+        top = int(rowids.max()) + 1
+        if top > self.position.shape[0]:
+            grown = np.full(max(top, 2 * self.position.shape[0]), -1, dtype=np.int64)
+            grown[: self.position.shape[0]] = self.position
+            self.position = grown
+        fresh = rowids[self.position[rowids] < 0]
+        fresh = np.unique(fresh)
+        need = self.count + fresh.shape[0]
+        if need > self.rows.shape[0]:
+            grown_rows = np.zeros((max(need, 2 * self.rows.shape[0]), self.dimensions), np.float32)
+            grown_rows[: self.count] = self.rows[: self.count]
+            self.rows = grown_rows
+        self.position[fresh] = np.arange(self.count, need)
+        self.count = need
+        self.rows[self.position[rowids]] = vectors
+
+    def gather(self, rowids: np.ndarray) -> np.ndarray:
+        return self.rows[self.position[rowids]]
+
+
+class VectorCache:
+    """Per-process, per-embedder matrices, kept in step with the ``vectors`` table."""
+
+    def __init__(self) -> None:
+        self._matrices: dict[str, _Matrix] = {}
+        self._lock = threading.Lock()
+
+    def refresh(self, conn: sqlite3.Connection, embedder_id: str, dimensions: int) -> _Matrix:
+        """Pulls every vector written since the last refresh (inside the caller's read)."""
+        with self._lock:
+            matrix = self._matrices.get(embedder_id)
+            if matrix is None or matrix.dimensions != dimensions:
+                matrix = self._matrices[embedder_id] = _Matrix(dimensions)
+            rows = conn.execute(
+                "SELECT record, vector, seq FROM vectors WHERE embedder_id = ? AND seq > ?"
+                " AND dimensions = ? ORDER BY seq",
+                (embedder_id, matrix.seq, dimensions),
+            ).fetchall()
+            if rows:
+                rowids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+                blob = b"".join(r[1] for r in rows)
+                vectors = np.frombuffer(blob, dtype="<f4").reshape(len(rows), dimensions)
+                matrix.put(rowids, vectors)
+                matrix.seq = rows[-1][2]
+            return matrix
+
+
+def top_k(similarities: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k best scores plus every index tied with the k-th, unordered,
+    so the caller can break ties by record id."""
+    if similarities.shape[0] <= k:
+        return np.arange(similarities.shape[0])
+    kth = np.partition(similarities, -k)[-k]
+    return np.flatnonzero(similarities >= kth)

@@ -1,0 +1,214 @@
+"""Semantic and hybrid retrieval, the embed job, and the promises around them."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import memstrata
+from memstrata.domain.errors import ProviderFailed
+from memstrata.domain.fusion import reciprocal_rank_fusion
+from memstrata.embedding import Embedder, HashEmbedder, local_available
+
+
+class CountingEmbedder(Embedder):
+    """Deterministic 8-d vectors from a word list; counts texts sent; can fail on demand."""
+
+    provider = "test"
+
+    def __init__(self, fail_after: int | None = None) -> None:
+        super().__init__(model="counting", dimensions=8, batch_size=2)
+        self.texts: list[str] = []
+        self.fail_after = fail_after
+
+    def _embed_batch(self, texts: list[str], *, query: bool) -> np.ndarray:
+        if self.fail_after is not None and len(self.texts) + len(texts) > self.fail_after:
+            raise ProviderFailed("the test provider is down")
+        if not query:
+            self.texts.extend(texts)
+        return np.stack([self.vector(t) for t in texts])
+
+    @staticmethod
+    def vector(text: str) -> np.ndarray:
+        out = np.zeros(8, dtype=np.float32)
+        for word in text.lower().split():
+            out[sum(map(ord, word)) % 8] += 1.0
+        out[7] += 0.01  # never all-zero
+        return out
+
+
+def open_with(path: Path, embedder: object) -> memstrata.Memory:
+    return memstrata.open(path, embedder=embedder, background_jobs=False)  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(not local_available(), reason="needs the 'local' extra (pip install .[local])")
+def test_paraphrase_finds_the_car_with_the_local_model(db_path: Path) -> None:
+    with open_with(db_path, "local") as m:
+        car = m.add("ns", "I drive a red car to work every morning")
+        m.add("ns", "The recipe needs two eggs and flour")
+        m.add("ns", "The meeting moved to Tuesday afternoon")
+        result = m.search("ns", "automobile", ranking="semantic")
+        assert result.ids()[0] == car
+        assert result.ranking == "semantic"
+        assert m.search("ns", "automobile").ids()[0] == car  # auto = hybrid
+
+
+def test_scoped_semantic_search_fills_top_k_from_the_scope(db_path: Path) -> None:
+    """The globally nearest records are all out of scope; the lane still returns
+    top_k in-scope hits, because the scope is applied before ranking."""
+    with open_with(db_path, HashEmbedder(dimensions=64)) as m:
+        query = "solar panel battery storage"
+        near = [{"content": query, "metadata": {"room": "a"}} for _ in range(30)]
+        far = [{"content": f"unrelated words number {i}", "metadata": {"room": "b"}}
+               for i in range(12)]  # fmt: skip
+        m.upsert("ns", near + far)
+        result = m.search("ns", query, ranking="semantic", top_k=10, filter={"room": "b"})
+        assert len(result.hits) == 10
+        assert all(h.record.metadata["room"] == "b" for h in result.hits)
+        closed = m.search("ns", query, ranking="semantic", top_k=5)
+        assert all(h.record.metadata["room"] == "a" for h in closed.hits)
+
+
+def test_scope_applies_time_to_the_vector_lane(db_path: Path) -> None:
+    with open_with(db_path, HashEmbedder(dimensions=64)) as m:
+        old = m.add("ns", "Alice works at Acme", valid_from="2023-01-01")
+        new = m.supersede("ns", old, {"content": "Alice works at Globex",
+                                      "valid_from": "2024-06-01"}).ids[0]  # fmt: skip
+        assert m.search("ns", "Alice works at Acme", ranking="semantic").ids() == [new]
+        past = m.search("ns", "Alice works", ranking="semantic", as_of="2023-06-01")
+        assert past.ids() == [old]
+
+
+def test_hybrid_is_rrf_of_the_two_lanes(db_path: Path) -> None:
+    with open_with(db_path, HashEmbedder(dimensions=32)) as m:
+        m.upsert("ns", [
+            {"id": "a", "content": "red apples and green pears"},
+            {"id": "b", "content": "apples apples apples"},
+            {"id": "c", "content": "a bowl of fruit: pears, plums"},
+            {"id": "d", "content": "car engine oil"},
+            {"id": "e", "content": "green tea"},
+        ])  # fmt: skip
+        query = "green apples"
+        lexical = m.search("ns", query, ranking="lexical", top_k=50).ids()
+        semantic = m.search("ns", query, ranking="semantic", top_k=50).ids()
+        expected = reciprocal_rank_fusion([lexical, semantic])
+        by_hand = {}
+        for lane in (lexical, semantic):
+            for rank, rid in enumerate(lane, start=1):
+                by_hand[rid] = by_hand.get(rid, 0.0) + 1 / (60 + rank)
+        assert dict(expected) == pytest.approx(by_hand)
+        hybrid = m.search("ns", query, ranking="hybrid", top_k=5)
+        assert [(h.record.id, pytest.approx(h.score)) for h in hybrid.hits] == [
+            (rid, pytest.approx(score))
+            for rid, score in sorted(by_hand.items(), key=lambda p: (-p[1], p[0]))[:5]
+        ]
+        top = hybrid.hits[0]
+        assert set(top.signals) <= {"lexical", "semantic"}
+        assert top.signals["semantic"]["rank"] == semantic.index(top.record.id) + 1
+
+
+def test_auto_without_an_embedder_answers_lexically_with_a_warning(db_path: Path) -> None:
+    with open_with(db_path, "none") as m:
+        rid = m.add("ns", "a note about gardens")
+        result = m.search("ns", "gardens")
+        assert result.ranking == "lexical"
+        assert result.ids() == [rid]
+        assert any(w.startswith("semantic_unavailable") for w in result.warnings)
+        for ranking in ("semantic", "hybrid"):
+            with pytest.raises(memstrata.SemanticUnavailable) as error:
+                m.search("ns", "gardens", ranking=ranking)
+            assert error.value.code == "memstrata.search.semantic_unavailable"
+
+
+def test_a_failed_embed_job_is_visible_and_a_rerun_embeds_nothing_twice(db_path: Path) -> None:
+    with open_with(db_path, "none") as m:
+        m.upsert("ns", [{"id": f"r{i}", "content": f"note number {i}"} for i in range(9)])
+    flaky = CountingEmbedder(fail_after=4)
+    with open_with(db_path, flaky) as m:
+        assert m.service.backlog("ns") == 9
+        with pytest.raises(ProviderFailed):
+            m.embed("ns")
+        job = m.service.store.jobs("ns")[-1]
+        assert job["state"] == "failed" and "down" in job["error"]
+        assert job["done"] == 4
+        assert m.service.backlog("ns") == 5
+        embedded_first = list(flaky.texts)
+    steady = CountingEmbedder()
+    with open_with(db_path, steady) as m:
+        report = m.embed("ns")
+        assert report.embedded == 5 and report.remaining == 0
+        assert not set(steady.texts) & set(embedded_first)  # nothing embedded twice
+        assert sorted(steady.texts + embedded_first) == sorted(f"note number {i}" for i in range(9))
+        assert m.service.store.jobs("ns")[-1]["state"] == "done"
+        assert m.embed("ns").embedded == 0
+
+
+def test_deriving_an_embedding_changes_no_record(db_path: Path) -> None:
+    with open_with(db_path, "none") as m:
+        m.upsert("ns", [{"id": "r", "content": "a fact", "tags": ["t"]}])
+    conn = sqlite3.connect(db_path)
+    before = conn.execute("SELECT * FROM records").fetchall()
+    versions = conn.execute("SELECT * FROM record_versions").fetchall()
+    with open_with(db_path, CountingEmbedder()) as m:
+        assert m.embed("ns").embedded == 1
+        m.set_embedding("ns", "r", [1.0] * 8)
+        assert m.search("ns", "fact", ranking="semantic").ids() == ["r"]
+    assert conn.execute("SELECT * FROM records").fetchall() == before
+    assert conn.execute("SELECT * FROM record_versions").fetchall() == versions
+
+
+def test_a_provider_failure_never_fails_the_write(db_path: Path) -> None:
+    with open_with(db_path, CountingEmbedder(fail_after=0)) as m:
+        result = m.upsert("ns", [{"id": "r", "content": "kept anyway"}])
+        assert result.versions == [1]
+        assert any(w.startswith("embedding_failed") for w in result.warnings)
+        assert m.get("ns", "r").content == "kept anyway"
+        auto = m.search("ns", "kept")
+        assert auto.ranking == "lexical"
+        assert any("could not be embedded" in w for w in auto.warnings)
+
+
+def test_unembedded_records_are_counted_and_require_complete_refuses(db_path: Path) -> None:
+    with open_with(db_path, "none") as m:
+        m.upsert("ns", [{"id": "old", "content": "quiet river"}])
+    with open_with(db_path, CountingEmbedder()) as m:
+        m.upsert("ns", [{"id": "new", "content": "quiet river bank"}])
+        result = m.search("ns", "quiet river", ranking="semantic")
+        assert result.ids() == ["new"] and result.unembedded == 1
+        with pytest.raises(memstrata.ReindexNeeded):
+            m.search("ns", "quiet river", ranking="semantic", require_complete=True)
+        m.embed("ns")
+        assert m.search("ns", "quiet river", ranking="semantic", require_complete=True)\
+            .unembedded == 0  # fmt: skip
+
+
+def test_vectors_given_by_the_caller(db_path: Path) -> None:
+    with open_with(db_path, CountingEmbedder()) as m:
+        m.upsert("ns", [{"id": "v", "content": "x", "vector": [0, 0, 0, 3, 0, 0, 0, 0]}])
+        with pytest.raises(memstrata.InvalidInput) as error:
+            m.upsert("ns", [{"id": "w", "content": "y", "vector": [1.0, 2.0]}])
+        assert "records[0].vector" in error.value.message
+        hit = m.search("ns", query_vector=[0, 0, 0, 1, 0, 0, 0, 0], include_vector=True).hits[0]
+        assert hit.record.id == "v" and hit.score == pytest.approx(1.0)
+        assert hit.record.vector == pytest.approx([0, 0, 0, 1, 0, 0, 0, 0])
+        with pytest.raises(memstrata.InvalidInput):
+            m.search("ns", query_vector=[1.0, 0.0], ranking="semantic")
+        with pytest.raises(memstrata.InvalidInput):
+            m.search("ns", query_vector=[1.0] * 8, ranking="hybrid")
+
+
+def test_background_job_fills_the_backlog_at_open(db_path: Path) -> None:
+    with open_with(db_path, "none") as m:
+        m.upsert("ns", [{"id": f"r{i}", "content": f"item {i}"} for i in range(5)])
+    with memstrata.open(db_path, embedder=HashEmbedder(dimensions=16)) as m:
+        assert m.service.background is not None and m.service.background.idle(timeout=30)
+        assert m.service.backlog("ns") == 0
+
+
+def test_reindex_reembeds_everything(db_path: Path) -> None:
+    with open_with(db_path, CountingEmbedder()) as m:
+        m.upsert("ns", [{"id": f"r{i}", "content": f"item {i}"} for i in range(3)])
+        assert m.reindex("ns").embedded == 3
