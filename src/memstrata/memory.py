@@ -21,7 +21,7 @@ from memstrata.domain.validation import parse_model
 from memstrata.embedding.binding import EmbedderBinding, EmbedderSpec, build_embedder
 from memstrata.jobs.embed import JobReport, Progress
 from memstrata.service import Service
-from memstrata.store.sqlite.store import SqliteStore
+from memstrata.store import open_store
 
 RecordLike = Record | Mapping[str, Any]
 
@@ -159,6 +159,6 @@ def open_memory(
     backlog of missing vectors is filled on a background thread, starting now."""
     default = build_embedder(embedder, cache_size)
     overrides = {ns: build_embedder(spec, cache_size) for ns, spec in (embedders or {}).items()}
-    store = SqliteStore(resolve_target(target))
+    store = open_store(resolve_target(target))
     binding = EmbedderBinding(default, overrides)
     return Memory(Service(store, binding, background_jobs=background_jobs))

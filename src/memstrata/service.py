@@ -37,7 +37,7 @@ from memstrata.jobs.embed import (
     Progress,
     run_embed_job,
 )
-from memstrata.store.sqlite.store import SqliteStore
+from memstrata.store.base import Store
 
 LOCAL_ACTOR = "local"
 
@@ -45,7 +45,7 @@ LOCAL_ACTOR = "local"
 class Service:
     def __init__(
         self,
-        store: SqliteStore,
+        store: Store,
         embedders: EmbedderBinding | None = None,
         *,
         background_jobs: bool = False,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from memstrata.domain.errors import MemstrataError, ProviderFailed
 from memstrata.domain.time import now_us
 from memstrata.embedding.base import Embedder
-from memstrata.store.sqlite.store import SqliteStore
+from memstrata.store.base import Store
 
 log = logging.getLogger("memstrata.jobs")
 
@@ -45,7 +45,7 @@ class NamespaceLocks:
 
 
 def run_embed_job(
-    store: SqliteStore,
+    store: Store,
     namespace: str,
     embedder: Embedder,
     *,

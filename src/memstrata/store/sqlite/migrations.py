@@ -169,6 +169,17 @@ def m001_records(conn: sqlite3.Connection) -> None:
             at         INTEGER NOT NULL
         );
 
+        -- Access tokens: only the SHA-256 digest of each secret is kept.
+        CREATE TABLE tokens (
+            id           TEXT PRIMARY KEY,
+            name         TEXT NOT NULL,
+            digest       TEXT NOT NULL UNIQUE,
+            capabilities TEXT NOT NULL,
+            namespaces   TEXT NOT NULL,
+            disabled     INTEGER NOT NULL DEFAULT 0,
+            created_at   INTEGER NOT NULL
+        );
+
         -- Append-only: every mutation, in order.
         CREATE TABLE ledger (
             seq        INTEGER PRIMARY KEY AUTOINCREMENT,

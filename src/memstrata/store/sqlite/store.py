@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from memstrata.domain.auth import Capability, Token
 from memstrata.domain.errors import NotFound
+from memstrata.domain.ledger import LedgerEntry
 from memstrata.domain.records import Record
 from memstrata.domain.search import ExpireAction, ExpireRequest, SearchRequest, query_words
 from memstrata.domain.time import Window, now_us
@@ -34,16 +36,16 @@ def fts_query(text: str) -> str | None:
     return " OR ".join('"' + word + '"' for word in words) if words else None
 
 
-@dataclass(frozen=True)
-class LedgerEntry:
-    seq: int
-    at: int
-    op: str
-    namespace: str
-    record_id: str
-    version: int | None
-    actor: str
-    detail: str | None
+def _token(row: Sequence[Any]) -> Token:
+    return Token(
+        id=row[0],
+        name=row[1],
+        digest=row[2],
+        capabilities=frozenset(Capability(c) for c in json.loads(row[3])),
+        namespaces=frozenset(json.loads(row[4])),
+        disabled=bool(row[5]),
+        created_at=row[6],
+    )
 
 
 class SqliteStore:
@@ -351,6 +353,42 @@ class SqliteStore:
         where, params = scope_clause("r", namespace, request, window)
         row = self.db.conn().execute(f"SELECT count(*) FROM records r WHERE {where}", params)
         return int(row.fetchone()[0])
+
+    # -- tokens -------------------------------------------------------------------
+
+    def token_create(self, token: Token) -> None:
+        with self.db.atomic() as conn:
+            conn.execute(
+                "INSERT INTO tokens (id, name, digest, capabilities, namespaces, disabled,"
+                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (token.id, token.name, token.digest,
+                 json.dumps(sorted(c.value for c in token.capabilities)),
+                 json.dumps(sorted(token.namespaces)), int(token.disabled), token.created_at),
+            )  # fmt: skip
+
+    def tokens(self) -> list[Token]:
+        rows = self.db.conn().execute(
+            "SELECT id, name, digest, capabilities, namespaces, disabled, created_at"
+            " FROM tokens ORDER BY created_at, id"
+        )
+        return [_token(row) for row in rows]
+
+    def token_by_digest(self, token_digest: str) -> Token | None:
+        row = (
+            self.db.conn()
+            .execute(
+                "SELECT id, name, digest, capabilities, namespaces, disabled, created_at"
+                " FROM tokens WHERE digest = ?",
+                (token_digest,),
+            )
+            .fetchone()
+        )
+        return _token(row) if row else None
+
+    def token_disable(self, token_id: str) -> bool:
+        with self.db.atomic() as conn:
+            cursor = conn.execute("UPDATE tokens SET disabled = 1 WHERE id = ?", (token_id,))
+            return cursor.rowcount > 0
 
     # -- inspection -------------------------------------------------------------
 
