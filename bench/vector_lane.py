@@ -245,11 +245,18 @@ def run_searches(
             opts["filter"] = {"room": f"room-{data.q_room[j]}"}
         elif case == "historical":
             opts["include_historical"] = True
+        c = time.process_time()
         t = time.perf_counter()
         res = m.search(NAMESPACE, **opts)
         times.append(time.perf_counter() - t)
+        CPU.append(time.process_time() - c)
         results.append([h.record.id for h in res.hits])
     return times, results
+
+
+# process CPU time (user + sys, all threads) of the searches last run: on a shared
+# machine it is far less sensitive to being descheduled than wall time
+CPU: list[float] = []
 
 
 def scope_rows(data: Data, case: str, j: int) -> np.ndarray:
@@ -283,6 +290,10 @@ def breakdown(m: memstrata.Memory, data: Data, case: str, n: int) -> dict[str, A
     in_scope = []
     whole: list[float] = []
     api: list[float] = []
+    alt: dict[str, list[float]] = {
+        "alt: sort rowids, gather, matvec": [],
+        "alt: matvec over the whole matrix, pick in-scope": [],
+    }
     plan: list[str] = []
     for j in range(n):
         q = data.Q[j]
@@ -322,6 +333,18 @@ def breakdown(m: memstrata.Memory, data: Data, case: str, n: int) -> dict[str, A
             t7 = time.perf_counter()
             chosen = top_k(sims, TOP_K)
             t8 = time.perf_counter()
+            # alternatives for the scoring (same scores, timed for comparison only)
+            ta = time.perf_counter()
+            alt_sorted = matrix.gather(np.sort(rowids)) @ query
+            tb = time.perf_counter()
+            alt_full = (matrix.rows[: matrix.count] @ query)[matrix.position[rowids]]
+            tc = time.perf_counter()
+            assert np.allclose(np.sort(alt_sorted), np.sort(sims), atol=1e-5)
+            assert np.allclose(alt_full, sims, atol=1e-5)
+            alt["alt: sort rowids, gather, matvec"].append(tb - ta)
+            alt["alt: matvec over the whole matrix, pick in-scope"].append(tc - tb)
+            del alt_sorted, alt_full
+            t8 = time.perf_counter()  # the alternatives are not part of the lane's steps
             by_rowid = {int(rowids[i]): float(sims[i]) for i in chosen}
             marks = ", ".join("?" for _ in by_rowid)
             hyd = conn.execute(
@@ -346,6 +369,7 @@ def breakdown(m: memstrata.Memory, data: Data, case: str, n: int) -> dict[str, A
     out["sum_of_p50s_ms"] = round(sum(out.values()), 3)
     return {"steps_p50_ms": out, "store_semantic_call_p50_ms": ms(whole)["p50_ms"],
             "m_search_call_p50_ms": ms(api)["p50_ms"],
+            "gather_plus_matvec_alternatives_p50_ms": {k: ms(v)["p50_ms"] for k, v in alt.items()},
             # what m.search adds on top of SqliteStore.semantic (parse, plan, fuse, result),
             # paired query by query
             "service_and_other_overhead_ms": round(
@@ -384,6 +408,11 @@ def sql_variants(m: memstrata.Memory, data: Data, n_filtered: int, n_wide: int) 
                 lambda room: [NAMESPACE, *mp(room), now + 1, now],
             ),
         }
+        out["same, records scanned in rowid order (+r.valid_from: no records_ns_valid)"] = (
+            f"SELECT r.rowid, {exists.format(hint='')} FROM records r WHERE r.namespace = ?{meta}"
+            f" AND {temporal.replace('r.valid_from', '+r.valid_from')}",
+            lambda room: [embedder_id, NAMESPACE, *mp(room), now + 1, now],
+        )
         if filtered:
             out["without EXISTS, driven from record_meta (CROSS JOIN)"] = (
                 "SELECT r.rowid FROM record_meta m CROSS JOIN records r ON r.rowid = m.record"
@@ -441,9 +470,9 @@ def cold_load_variants(m: memstrata.Memory) -> dict[str, Any]:
             "SELECT record, vector, seq FROM vectors WHERE embedder_id = ? AND seq > ?"
             " AND dimensions = ? ORDER BY seq"
         ),
-        "table scan in record order (no ORDER BY)": (
-            "SELECT record, vector, seq FROM vectors WHERE embedder_id = ? AND seq > ?"
-            " AND dimensions = ?"
+        "table scan in record order (NOT INDEXED, no ORDER BY)": (
+            "SELECT record, vector, seq FROM vectors NOT INDEXED WHERE embedder_id = ?"
+            " AND seq > ? AND dimensions = ?"
         ),
     }
     out = {}
@@ -491,7 +520,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--wide-queries", type=int, default=None,
                     help="queries for the unfiltered and historical cases (default: --queries"
-                    " up to 20k records, else 30: each scans ~80-100 %% of the rows)")
+                    " up to 20k records, else 20: each scans ~80-100 %% of the rows)")
     ap.add_argument("--breakdown-queries", type=int, default=30)
     ap.add_argument("--out", default="bench/results/vector_lane.json")
     ap.add_argument("--db", default=None, help="database file (default: a temp dir, removed)")
@@ -540,7 +569,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         X64 = data.X.astype(np.float64)
         cases: dict[str, Any] = {}
         gc.collect()
-        wide = args.wide_queries or (args.queries if args.size <= 20_000 else 30)
+        wide = args.wide_queries or (args.queries if args.size <= 20_000 else 20)
         wide = min(wide, args.queries)
         for case in ("filtered", "unfiltered", "historical"):
             nq = args.queries if case == "filtered" else wide
@@ -553,14 +582,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             # Interleaved, query by query: memstrata, then the floors over exactly the
             # same in-scope rows (precomputed, no SQL), so load swings on a shared machine
             # hit both sides of each ratio alike.
-            times, f_times, c_times, recalls = [], [], [], []
+            times, f_times, c_times, recalls, f_cpu = [], [], [], [], []
+            CPU.clear()
             for j in range(nq):
                 t_search, ids = run_searches(m, data, case, 1, first=j)
                 times += t_search
                 rows = scope_rows(data, case, j)
+                c = time.process_time()
                 t = time.perf_counter()
                 floor_top(data.X, rows, data.Q[j])
                 f_times.append(time.perf_counter() - t)
+                f_cpu.append(time.process_time() - c)
                 if parts:
                     part = parts[int(data.q_room[j])]
                     t = time.perf_counter()
@@ -574,6 +606,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 ),
                 "queries": nq,
                 "memstrata": ms(times),
+                "memstrata_cpu_p50_ms": round(float(np.median(CPU)) * 1000, 3),
+                "floor_gather_cpu_p50_ms": round(float(np.median(f_cpu)) * 1000, 3),
+                "ratio_cpu_p50_vs_floor_cpu": round(float(np.median(CPU) / np.median(f_cpu)), 1),
                 "recall_at_10": round(float(np.mean(recalls)), 4),
                 "recall_at_10_min": round(float(np.min(recalls)), 2),
                 "floor_gather": ms(f_times),
@@ -588,7 +623,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     float(np.median(times) / np.median(c_times)), 1
                 )
             entry["breakdown"] = breakdown(
-                m, data, case, min(args.breakdown_queries if case == "filtered" else 10, nq)
+                m, data, case, min(args.breakdown_queries if case == "filtered" else 6, nq)
             )
             cases[case] = entry
             print(f"{case}: p50 {entry['memstrata']['p50_ms']} ms, recall "
@@ -597,7 +632,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         shape = table_shape(m)
         cold_variants = cold_load_variants(m)
         variants = sql_variants(
-            m, data, min(args.breakdown_queries, args.queries), min(10, wide)
+            m, data, min(args.breakdown_queries, args.queries), min(5, wide)
         )
         m.close()
 
@@ -630,6 +665,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "sqlite": sqlite3.sqlite_version,
                 "python": platform.python_version(),
                 "platform": platform.platform(),
+                "blas_thread_env": {k: os.environ.get(k) for k in (
+                    "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")},
             },
             "total_seconds": round(time.perf_counter() - started, 1),
         }
@@ -653,12 +690,13 @@ def print_table(r: dict[str, Any]) -> None:
           f"load avg {mach['loadavg_at_start'][0]}→{mach['loadavg_at_end'][0]}\n")  # fmt: skip
     print(f"ingest: {r['ingest']['rows_per_s']:,} rows/s · cold first search (loads the "
           f"matrix): {r['cold_first_search_ms']} ms\n")  # fmt: skip
-    print("| case | queries | in-scope rows | p50 ms | p95 ms | recall@10 | floor p50 ms "
-          "| p50 / floor |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| case | queries | in-scope rows | p50 ms | p95 ms | CPU p50 ms | recall@10 "
+          "| floor p50 ms | p50 / floor |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for case, e in r["cases"].items():
         print(f"| {case} | {e['queries']} | {e['in_scope_rows_mean']:,.0f} | "
-              f"{e['memstrata']['p50_ms']} | {e['memstrata']['p95_ms']} | {e['recall_at_10']} | "
+              f"{e['memstrata']['p50_ms']} | {e['memstrata']['p95_ms']} | "
+              f"{e['memstrata_cpu_p50_ms']} | {e['recall_at_10']} | "
               f"{e['floor_gather']['p50_ms']} | {e['ratio_p50_vs_floor']}x |")  # fmt: skip
     f = r["cases"].get("filtered")
     if f and "floor_contiguous_partition" in f:
@@ -669,11 +707,14 @@ def print_table(r: dict[str, Any]) -> None:
     steps = list(next(iter(r["cases"].values()))["breakdown"]["steps_p50_ms"])
     rows = [*steps, "store_semantic_call_p50_ms", "m_search_call_p50_ms",
             "service_and_other_overhead_ms"]
+    first = next(iter(r["cases"].values()))["breakdown"]
+    rows += list(first.get("gather_plus_matvec_alternatives_p50_ms", {}))
     for step in rows:
         vals = []
         for e in r["cases"].values():
             b = e["breakdown"]
-            vals.append(b["steps_p50_ms"].get(step, b.get(step)))
+            alts = b.get("gather_plus_matvec_alternatives_p50_ms", {})
+            vals.append(b["steps_p50_ms"].get(step, b.get(step, alts.get(step))))
         print(f"| {step} | " + " | ".join(str(v) for v in vals) + " |")
     for case, variants in r.get("scope_sql_variants", {}).items():
         print(f"\n| {case} scope SQL variant | p50 ms | rows | µs/row | same rowids |")

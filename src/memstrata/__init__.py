@@ -4,8 +4,11 @@ import memstrata
 m = memstrata.open("memory.db")
 m.upsert("agent", [{"content": "The user drives a red car", "key": "user.car"}])
 m.search("agent", "car").hits
+
+The same calls reach a server: ``memstrata.Client("http://127.0.0.1:7077", token=…)``.
 """
 
+from memstrata.adapters.client import Client
 from memstrata.domain.errors import (
     ERRORS_BY_CODE,
     Forbidden,
@@ -27,6 +30,7 @@ from memstrata.memory import open_memory as open
 
 __all__ = [
     "ERRORS_BY_CODE",
+    "Client",
     "Forbidden",
     "Hit",
     "InvalidInput",

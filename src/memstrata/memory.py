@@ -20,8 +20,8 @@ from memstrata.domain.time import parse_instant
 from memstrata.domain.validation import parse_model
 from memstrata.embedding.binding import EmbedderBinding, EmbedderSpec, build_embedder
 from memstrata.jobs.embed import JobReport, Progress
-from memstrata.service import Service
-from memstrata.store import open_store
+from memstrata.service import Policy, Service
+from memstrata.store import is_postgres_url, open_store
 
 RecordLike = Record | Mapping[str, Any]
 
@@ -32,10 +32,13 @@ def default_path() -> Path:
 
 
 def resolve_target(target: str | os.PathLike[str] | None) -> str:
-    """A filesystem path for SQLite from a path, a ``sqlite:///`` URL or nothing."""
+    """A PostgreSQL URL as given, or a filesystem path for SQLite from a path, a
+    ``sqlite:///`` URL or nothing."""
     if target is None:
         target = os.environ.get("MEMSTRATA_DB") or default_path()
     text = os.fspath(target)
+    if is_postgres_url(text):
+        return text
     if text.startswith("sqlite://"):
         # sqlite:///relative.db and sqlite:////absolute.db, as SQLAlchemy spells them
         path = text.removeprefix("sqlite://").removeprefix("/")
@@ -43,7 +46,8 @@ def resolve_target(target: str | os.PathLike[str] | None) -> str:
     if "://" in text:
         scheme = text.split("://", 1)[0]
         raise InvalidInput(
-            f"storage url scheme {scheme!r} is not supported; use a file path or sqlite:///PATH"
+            f"storage url scheme {scheme!r} is not supported; use a file path, sqlite:///PATH "
+            "or postgresql://…"
         )
     return str(Path(text).expanduser())
 
@@ -149,16 +153,19 @@ def open_memory(
     embedders: Mapping[str, EmbedderSpec] | None = None,
     cache_size: int = 0,
     background_jobs: bool = True,
+    policy: Policy | None = None,
 ) -> Memory:
-    """Opens (creating if needed) a memory store: a path or ``sqlite:///`` URL.
+    """Opens (creating if needed) a memory store: a path, a ``sqlite:///`` URL or a
+    ``postgresql://`` URL (PostgreSQL with pgvector ≥ 0.8; needs the postgres extra).
 
     ``embedder`` is the default for every namespace: an ``Embedder``, a provider name
     (``"local"``, ``"hash"``, …), an embedder config, ``"none"``, or ``None`` for the best
     one available offline (the local model when installed, else hashing).
     ``embedders`` binds namespaces to other embedders. With ``background_jobs`` a
-    backlog of missing vectors is filled on a background thread, starting now."""
+    backlog of missing vectors is filled on a background thread, starting now.
+    ``policy`` sets caps (as a server has); by default an embedded store has none."""
     default = build_embedder(embedder, cache_size)
     overrides = {ns: build_embedder(spec, cache_size) for ns, spec in (embedders or {}).items()}
     store = open_store(resolve_target(target))
     binding = EmbedderBinding(default, overrides)
-    return Memory(Service(store, binding, background_jobs=background_jobs))
+    return Memory(Service(store, binding, background_jobs=background_jobs, policy=policy))

@@ -6,12 +6,20 @@ domain types once and call this; the store below it holds all SQL.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 
 from memstrata.domain.errors import (
     InvalidInput,
+    MemstrataError,
+    NotFound,
+    PolicyLimit,
     ProviderFailed,
     ReindexNeeded,
     SemanticUnavailable,
@@ -39,7 +47,92 @@ from memstrata.jobs.embed import (
 )
 from memstrata.store.base import Store
 
+log = logging.getLogger("memstrata.service")
+
 LOCAL_ACTOR = "local"
+JOB_TYPES = ("embed", "reindex")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Caps that keep one caller from taking a shared server down (SPEC §11).
+
+    ``None`` is no cap (the embedded default: the caller owns the process). A request
+    over a cap is refused with :class:`PolicyLimit`, never silently truncated."""
+
+    max_top_k: int | None = None
+    max_candidate_k: int | None = None
+    max_records_per_upsert: int | None = None
+    max_content_bytes: int | None = None
+    max_max_rows: int | None = None
+
+    def check_upsert(self, records: Sequence[Record]) -> None:
+        _cap(
+            len(records),
+            self.max_records_per_upsert,
+            "records",
+            "max_records_per_upsert",
+            "send them in smaller batches",
+        )
+        if self.max_content_bytes is not None:
+            for index, record in enumerate(records):
+                _cap(
+                    len(record.content.encode("utf-8")),
+                    self.max_content_bytes,
+                    f"records[{index}].content (bytes)",
+                    "max_content_bytes",
+                    "split the content into several records",
+                )
+
+    def check_search(self, request: SearchRequest) -> None:
+        _cap(request.top_k, self.max_top_k, "top_k", "max_top_k", "ask for fewer hits")
+        if request.candidate_k is not None:
+            _cap(
+                request.candidate_k,
+                self.max_candidate_k,
+                "candidate_k",
+                "max_candidate_k",
+                "ask for a shallower lane depth",
+            )
+
+    def check_expire(self, request: ExpireRequest) -> None:
+        _cap(
+            request.max_rows,
+            self.max_max_rows,
+            "max_rows",
+            "max_max_rows",
+            "expire in several smaller calls",
+        )
+
+    def lane_depth(self, request: SearchRequest) -> int:
+        """The hybrid lane depth: the caller's (checked), or the default kept under the cap."""
+        depth = request.lane_depth()
+        if request.candidate_k is None and self.max_candidate_k is not None:
+            depth = max(min(depth, self.max_candidate_k), request.top_k)
+        return depth
+
+
+def _cap(value: int, cap: int | None, field: str, setting: str, fix: str) -> None:
+    if cap is not None and value > cap:
+        raise PolicyLimit(
+            f"{field} is {value}, over the configured limit of {cap} (policy.{setting}); {fix}"
+        )
+
+
+class _AnnouncingStore:
+    """The store, telling ``announce`` the id of the job row a job opens."""
+
+    def __init__(self, store: Store, announce: Callable[[int], None]) -> None:
+        self._store = store
+        self._announce = announce
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def job_start(self, job_type: str, namespace: str, now: int) -> int:
+        job_id = self._store.job_start(job_type, namespace, now)
+        self._announce(job_id)
+        return job_id
 
 
 class Service:
@@ -49,9 +142,11 @@ class Service:
         embedders: EmbedderBinding | None = None,
         *,
         background_jobs: bool = False,
+        policy: Policy | None = None,
     ) -> None:
         self.store = store
         self.embedders = embedders or EmbedderBinding(None)
+        self.policy = policy or Policy()
         self._job_locks = NamespaceLocks()
         self.background: BackgroundEmbedder | None = None
         if background_jobs:
@@ -76,6 +171,7 @@ class Service:
         validate_namespace(namespace)
         if not records:
             raise InvalidInput("records must hold at least one record")
+        self.policy.check_upsert(records)
         embedder = self.embedder_for(namespace)
         prepared: list[Record] = []
         seen: set[str] = set()
@@ -180,6 +276,7 @@ class Service:
 
     def expire(self, namespace: str, request: ExpireRequest, *, actor: str = LOCAL_ACTOR) -> int:
         validate_namespace(namespace)
+        self.policy.check_expire(request)
         return self.store.expire(namespace, request, now=now_us(), actor=actor)
 
     def verify(
@@ -197,17 +294,76 @@ class Service:
         self, namespace: str, *, progress: Progress | None = None, reindex: bool = False
     ) -> JobReport:
         """Fills the namespace's vector backlog now (``reindex``: re-embed everything)."""
+        return self._embed(self.store, namespace, progress=progress, reindex=reindex)
+
+    def _embed(
+        self, store: Store, namespace: str, *, progress: Progress | None, reindex: bool
+    ) -> JobReport:
         validate_namespace(namespace)
         embedder = self.embedder_for(namespace)
         if embedder is None:
             raise SemanticUnavailable(f"namespace {namespace!r} has no embedder configured")
         with self._job_locks(namespace):
             if reindex:
-                self.store.clear_vectors(namespace, embedder.embedder_id)
+                store.clear_vectors(namespace, embedder.embedder_id)
             return run_embed_job(
-                self.store, namespace, embedder, progress=progress,
+                store, namespace, embedder, progress=progress,
                 job_type="reindex" if reindex else "embed",
             )  # fmt: skip
+
+    def start_job(self, job_type: str, namespace: str) -> int:
+        """Starts an ``embed`` or ``reindex`` job on its own thread and returns the id of
+        its job row as soon as it has one; ``jobs()`` follows it from there."""
+        if job_type not in JOB_TYPES:
+            raise InvalidInput(
+                f"type {job_type!r} is not a job memstrata runs; use embed or reindex"
+            )
+        validate_namespace(namespace)
+        if self.embedder_for(namespace) is None:
+            raise SemanticUnavailable(f"namespace {namespace!r} has no embedder configured")
+        started: queue.Queue[int | MemstrataError] = queue.Queue()
+        store = cast(Store, _AnnouncingStore(self.store, started.put))
+
+        def work() -> None:
+            try:
+                self._embed(store, namespace, progress=None, reindex=job_type == "reindex")
+            except MemstrataError as error:
+                started.put(error)  # ignored when the job row exists: it records the failure
+            except Exception as error:  # a worker thread must not die silently
+                log.exception("%s job for %s crashed", job_type, namespace)
+                started.put(MemstrataError(f"the {job_type} job crashed: {error}"))
+
+        threading.Thread(target=work, name=f"memstrata-{job_type}", daemon=True).start()
+        outcome = started.get()
+        if isinstance(outcome, MemstrataError):
+            raise outcome
+        return outcome
+
+    def jobs(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        """Job rows, oldest first: id, type, namespace, state, done, error, created_at,
+        updated_at (instants in microseconds)."""
+        return self.store.jobs(namespace)
+
+    def job(self, job_id: int) -> dict[str, Any]:
+        for job in self.store.jobs():
+            if job["id"] == job_id:
+                return job
+        raise NotFound(f"job {job_id} does not exist")
+
+    def namespaces(self) -> list[str]:
+        return self.store.namespaces()
+
+    def audit(self, namespace: str) -> dict[str, Any]:
+        """A namespace's embedder, vector backlog and recent jobs."""
+        validate_namespace(namespace)
+        if namespace not in self.store.namespaces():
+            raise NotFound(f"namespace {namespace!r} does not exist (nothing was written to it)")
+        return {
+            "namespace": namespace,
+            "embedder": self.embedders.describe(namespace),
+            "backlog": self.backlog(namespace),
+            "jobs": self.store.jobs(namespace)[-10:],
+        }
 
     def _background_embed(self, namespace: str) -> None:
         embedder = self.embedder_for(namespace)
@@ -242,6 +398,7 @@ class Service:
 
     def search(self, namespace: str, request: SearchRequest) -> SearchResult:
         validate_namespace(namespace)
+        self.policy.check_search(request)
         window = request.window(now_us())
         warnings: list[str] = []
         embedder = self.embedder_for(namespace)
@@ -251,7 +408,7 @@ class Service:
         unembedded = 0
         lexical: list[tuple[Record, float]] = []
         semantic: list[tuple[Record, float]] = []
-        depth = request.top_k if ranking != Ranking.HYBRID else request.lane_depth()
+        depth = request.top_k if ranking != Ranking.HYBRID else self.policy.lane_depth(request)
         if ranking in (Ranking.LEXICAL, Ranking.HYBRID):
             lexical = self.store.lexical(namespace, request, window, depth)
         if ranking in (Ranking.SEMANTIC, Ranking.HYBRID):

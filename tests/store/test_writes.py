@@ -1,28 +1,13 @@
-"""Writes as SPEC §4 states them, each on a real SQLite file."""
+"""Writes as SPEC §4 states them, on every backend (a real SQLite file, a real
+PostgreSQL database)."""
 
 from __future__ import annotations
 
-import sqlite3
-from pathlib import Path
-
 import pytest
+from tests.support.raw import RECORD_TABLES, dump_tables, execute, full_text_matches
 
 import memstrata
 from memstrata import Memory
-
-TABLES = [
-    "records", "record_versions", "record_tags", "record_meta", "records_fts", "vectors",
-    "ledger", "namespaces",
-]  # fmt: skip
-
-
-def content_of(path: Path) -> dict[str, list[tuple]]:
-    """Every row of every table, read through a separate connection."""
-    conn = sqlite3.connect(path)
-    try:
-        return {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=repr) for t in TABLES}
-    finally:
-        conn.close()
 
 
 def test_supersession_at_t_leaves_exactly_one_record_valid(memory: Memory) -> None:
@@ -53,13 +38,13 @@ def test_between_touching_a_boundary_does_not_overlap(memory: Memory) -> None:
     assert memory.search("ns", "lease", between=inside).ids() == [rid]
 
 
-def test_a_failed_batch_changes_nothing(memory: Memory, db_path: Path) -> None:
+def test_a_failed_batch_changes_nothing(memory: Memory, store_target: str) -> None:
     first = memory.upsert("ns", [
         {"id": "a", "content": "alpha", "tags": ["x"], "metadata": {"n": "1"}},
         {"id": "b", "content": "beta", "key": "k"},
     ])  # fmt: skip
     memory.supersede("ns", "b", {"id": "c", "content": "gamma"})
-    before = content_of(db_path)
+    before = dump_tables(store_target)
     with pytest.raises(memstrata.VersionConflict) as error:
         memory.upsert("ns", [
             {"id": "a", "content": "alpha two", "if_version": first.versions[0]},
@@ -69,10 +54,10 @@ def test_a_failed_batch_changes_nothing(memory: Memory, db_path: Path) -> None:
         ])  # fmt: skip
     assert error.value.code == "memstrata.write.version_conflict"
     assert "records[3].if_version" in error.value.message
-    assert content_of(db_path) == before
+    assert dump_tables(store_target) == before
 
 
-def test_hard_delete_leaves_no_trace(memory: Memory, db_path: Path) -> None:
+def test_hard_delete_leaves_no_trace(memory: Memory, store_target: str) -> None:
     rid = memory.add("ns", "secret plans for zanzibar", tags=["t"], metadata={"m": "1"})
     memory.upsert("ns", [{"id": rid, "content": "secret plans for zanzibar, revised"}])
     memory.service.store.set_embedding("ns", rid, "hash:test:3", __import__("numpy").ones(3),
@@ -83,13 +68,11 @@ def test_hard_delete_leaves_no_trace(memory: Memory, db_path: Path) -> None:
         memory.get("ns", rid)
     with pytest.raises(memstrata.NotFound):
         memory.get("ns", rid, version=1)
-    rows = content_of(db_path)
-    for table in ["records", "record_versions", "record_tags", "record_meta", "vectors"]:
+    rows = dump_tables(store_target)
+    for table in RECORD_TABLES:
         assert rows[table] == [], table
-    assert not any("zanzibar" in repr(row) for table in TABLES for row in rows[table])
-    conn = sqlite3.connect(db_path)
-    assert conn.execute("SELECT count(*) FROM records_fts WHERE records_fts MATCH 'zanzibar'")\
-        .fetchone()[0] == 0  # fmt: skip
+    assert not any("zanzibar" in repr(row) for table in rows for row in rows[table])
+    assert full_text_matches(store_target, "zanzibar") == 0
     # the id can be written again, from version 1
     assert memory.upsert("ns", [{"id": rid, "content": "new", "if_version": 0}]).versions == [1]
 
@@ -164,12 +147,11 @@ def test_history_walks_both_ways_oldest_first(memory: Memory) -> None:
     assert [r.id for r in memory.history("ns", c)] == [c]
 
 
-def test_history_is_cycle_safe(memory: Memory, db_path: Path) -> None:
+def test_history_is_cycle_safe(memory: Memory, store_target: str) -> None:
     a = memory.add("ns", "one")
     b = memory.supersede("ns", a, {"content": "two"}).ids[0]
-    conn = sqlite3.connect(db_path)
-    with conn:  # corrupt the chain into a loop behind the store's back
-        conn.execute("UPDATE records SET superseded_by = ? WHERE id = ?", (a, b))
+    # corrupt the chain into a loop behind the store's back
+    execute(store_target, "UPDATE records SET superseded_by = ? WHERE id = ?", (a, b))
     assert {r.id for r in memory.history("ns", a)} == {a, b}
 
 

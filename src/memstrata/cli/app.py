@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from memstrata.cli import demo, embedding, output, records, search
+from memstrata.cli import demo, embedding, importing, mcp, output, records, search, server
 from memstrata.cli.context import CliState
 from memstrata.cli.options import EmbedderName
 from memstrata.domain.errors import InvalidInput, MemstrataError, PolicyLimit
@@ -106,5 +106,8 @@ records.register(app)
 search.register(app)
 embedding.register(app)
 demo.register(app)
+importing.register(app)
+mcp.register(app)
+server.register(app)
 
 __all__ = ["app", "exit_code"]

@@ -81,14 +81,18 @@ class LocalEmbedder(Embedder):
             self._model = None
 
 
-@functools.lru_cache(maxsize=4)
 def _load(device: str | None) -> Any:
-    """Loads the model once per process and device: opening a second store (or a
-    second namespace binding) reuses it instead of paying the load again."""
     if not local_available():
         raise ProviderFailed(
             "the local embedder needs the 'local' extra: pip install 'memstrata[local]'"
         )
+    return _load_model(device)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_model(device: str | None) -> Any:
+    """Loads the model once per process and device: opening a second store (or a
+    second namespace binding) reuses it instead of paying the load again."""
     # Set before the first import of huggingface_hub, which reads them once. A value
     # the caller already chose is respected.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

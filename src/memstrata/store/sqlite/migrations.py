@@ -36,29 +36,32 @@ def m001_records(conn: sqlite3.Connection) -> None:
             -- AUTOINCREMENT: a rowid is never reused, so derived rows keyed by it
             -- (and in-memory vector caches) can never be mistaken for a newer record.
             rowid         INTEGER PRIMARY KEY AUTOINCREMENT,
+            -- Scope columns first, bulky ones last: SQLite reads a row's columns in
+            -- order, so filters never walk past the content's overflow pages.
             namespace     TEXT NOT NULL,
             id            TEXT NOT NULL,
-            content       TEXT NOT NULL,
-            content_hash  TEXT NOT NULL,
-            payload       BLOB,
-            metadata      TEXT NOT NULL,
-            tags          TEXT NOT NULL,
-            kind          TEXT NOT NULL,
-            key           TEXT,
-            trust         TEXT NOT NULL,
-            source        TEXT,
-            origin        TEXT,
-            created_at    INTEGER NOT NULL,
-            updated_at    INTEGER NOT NULL,
             valid_from    INTEGER NOT NULL,
             valid_to      INTEGER,
             deleted_at    INTEGER,
-            supersedes    TEXT NOT NULL,
+            created_at    INTEGER NOT NULL,
+            updated_at    INTEGER NOT NULL,
+            trust         TEXT NOT NULL,
+            kind          TEXT NOT NULL,
+            key           TEXT,
             superseded_by TEXT,
             version       INTEGER NOT NULL,
+            content_hash  TEXT NOT NULL,
+            source        TEXT,
+            origin        TEXT,
+            supersedes    TEXT NOT NULL,
+            tags          TEXT NOT NULL,
+            metadata      TEXT NOT NULL,
+            content       TEXT NOT NULL,
+            payload       BLOB,
             UNIQUE (namespace, id)
         );
-        CREATE INDEX records_ns_valid ON records (namespace, valid_from);
+        -- Covers the temporal clause, so a namespace-wide scope never reads the table.
+        CREATE INDEX records_ns_valid ON records (namespace, valid_from, valid_to, deleted_at);
         CREATE INDEX records_ns_created ON records (namespace, created_at);
         CREATE INDEX records_ns_key ON records (namespace, key) WHERE key IS NOT NULL;
         CREATE INDEX records_ns_kind ON records (namespace, kind);
@@ -99,15 +102,17 @@ def m001_records(conn: sqlite3.Connection) -> None:
         );
 
         -- Derived: one unit vector (float32, little-endian) per (record, embedder).
+        -- A rowid table with a narrow unique index: "does this record have a vector?"
+        -- is answered from the index without reading the 1-6 KB blobs.
         -- seq grows with every write, so a reader can fetch only what changed.
         CREATE TABLE vectors (
             record       INTEGER NOT NULL REFERENCES records (rowid) ON DELETE CASCADE,
             embedder_id  TEXT NOT NULL,
-            dimensions   INTEGER NOT NULL,
-            vector       BLOB NOT NULL,
             seq          INTEGER NOT NULL,
-            PRIMARY KEY (record, embedder_id)
-        ) WITHOUT ROWID;
+            dimensions   INTEGER NOT NULL,
+            vector       BLOB NOT NULL
+        );
+        CREATE UNIQUE INDEX vectors_record ON vectors (record, embedder_id);
         CREATE INDEX vectors_seq ON vectors (embedder_id, seq);
         CREATE INDEX vectors_seq_all ON vectors (seq);
 

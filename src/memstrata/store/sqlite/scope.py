@@ -15,15 +15,19 @@ from memstrata.domain.time import Window, to_us
 _NUMERIC_SQL = {Op.GT: ">", Op.GTE: ">=", Op.LT: "<", Op.LTE: "<="}
 
 
-def temporal_clause(alias: str, window: Window | None) -> tuple[str, list[Any]]:
+def temporal_clause(
+    alias: str, window: Window | None, *, use_index: bool = True
+) -> tuple[str, list[Any]]:
     """Validity overlaps ``[start, end)`` and the record is not tombstoned.
 
-    ``None`` is include_historical: no temporal clause and no tombstone clause."""
+    ``None`` is include_historical: no temporal clause and no tombstone clause.
+    ``use_index=False`` writes the same test so SQLite will not drive the scan by it."""
     if window is None:
         return "1", []
+    col = f"{alias}." if use_index else f"+{alias}."
     return (
-        f"{alias}.valid_from < ? AND ({alias}.valid_to IS NULL OR {alias}.valid_to > ?)"
-        f" AND {alias}.deleted_at IS NULL",
+        f"{col}valid_from < ? AND ({col}valid_to IS NULL OR {col}valid_to > ?)"
+        f" AND {col}deleted_at IS NULL",
         [window.end, window.start],
     )
 
@@ -57,11 +61,19 @@ def metadata_clause(
 def scope_clause(
     alias: str, namespace: str, request: SearchRequest, window: Window | None
 ) -> tuple[str, list[Any]]:
-    """The full pre-filter for one search, as SQL over ``records`` aliased ``alias``."""
-    clauses = [f"{alias}.namespace = ?"]
+    """The full pre-filter for one search, as SQL over ``records`` aliased ``alias``.
+
+    Tag and metadata filters are presumed selective: when there are any (and no key,
+    which has its own index), the namespace and temporal terms are written with a
+    unary ``+`` so SQLite drives the scan from the filter's index, not the namespace."""
+    by_membership = request.key is None and bool(
+        request.tags or request.filter or request.predicates
+    )
+    plus = "+" if by_membership else ""
+    clauses = [f"{plus}{alias}.namespace = ?"]
     params: list[Any] = [namespace]
     if request.kind is not None:
-        clauses.append(f"{alias}.kind = ?")
+        clauses.append(f"{plus}{alias}.kind = ?")
         params.append(request.kind)
     if request.key is not None:
         clauses.append(f"{alias}.key = ?")
@@ -80,7 +92,7 @@ def scope_clause(
         params.append(to_us(request.created_before))
     if request.min_trust == "verified":
         clauses.append(f"{alias}.trust = 'verified'")
-    temporal, temporal_params = temporal_clause(alias, window)
+    temporal, temporal_params = temporal_clause(alias, window, use_index=not by_membership)
     clauses.append(temporal)
     params += temporal_params
     return " AND ".join(clauses), params

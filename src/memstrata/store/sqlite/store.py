@@ -241,7 +241,7 @@ class SqliteStore:
             if rowids.shape[0] == 0:
                 return [], unembedded
             matrix = self._vectors.refresh(conn, embedder_id, int(query.shape[0]))
-            similarities = matrix.gather(rowids) @ query.astype(np.float32)
+            similarities = matrix.scores(rowids, query.astype(np.float32))
             chosen = top_k(similarities, limit)
             by_rowid = {int(rowids[i]): float(similarities[i]) for i in chosen}
             marks = ", ".join("?" for _ in by_rowid)

@@ -49,6 +49,15 @@ class _Matrix:
     def gather(self, rowids: np.ndarray) -> np.ndarray:
         return self.rows[self.position[rowids]]
 
+    def scores(self, rowids: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """Cosine similarity of ``query`` with each given record's vector. A narrow scope
+        gathers its rows first; a wide one scores every row in one pass (cheaper than
+        copying most of the matrix) and picks its own."""
+        positions = self.position[rowids]
+        if positions.shape[0] * 4 < self.count:
+            return self.rows[positions] @ query
+        return (self.rows[: self.count] @ query)[positions]
+
 
 class VectorCache:
     """Per-process, per-embedder matrices, kept in step with the ``vectors`` table."""

@@ -1,0 +1,340 @@
+"""SQLite and PostgreSQL side by side: ingest, filtered semantic and hybrid search.
+
+    python -m bench.backends [--size 100000] [--queries 200]
+        [--out bench/results/backends.json] [--pg-url URL]
+
+One dataset (fixed seed): N clustered 384-d unit vectors with short texts of random
+words, a ``room`` metadata value (10 rooms) and ~20 % of records closed in the past.
+It is loaded through the public API into each backend (``m.upsert`` in batches, the
+vectors given, so nothing is embedded), then the same queries run against each,
+interleaved query by query so load swings on a shared machine hit all of them:
+
+- ``filtered semantic``: ``query_vector`` with ``filter={"room": X}``, current (≈ 8 %
+  of the rows in scope);
+- ``filtered hybrid``: a two-word text query, ``ranking="hybrid"``, same scope (the
+  query is embedded by the namespace's hash embedder, the same on both backends);
+- ``wide semantic``: ``query_vector``, current, no filter (≈ 80 % in scope).
+
+Variants: ``sqlite`` (exact within the scope), ``postgres`` (as shipped: exact up to
+``EXACT_LIMIT`` in-scope vectors, HNSW with iterative scans beyond) and
+``postgres-hnsw`` (forced onto the index). Recall@10 is against exact answers: for
+semantic, a float64 brute force over exactly the in-scope rows; for hybrid, RRF of
+that brute force and the backend's own lexical lane (exact on both backends; BM25 and
+ts_rank_cd rank differently, so each backend is compared with itself).
+
+Without ``--pg-url`` a PostgreSQL is started with scripts/pg-up in a temp dir (and
+stopped at the end). Results go to ``--out`` as JSON and to stdout as a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+import numpy as np
+import psycopg
+
+import memstrata
+from memstrata.domain.fusion import reciprocal_rank_fusion
+from memstrata.domain.search import SearchRequest
+from memstrata.domain.time import format_instant, now_us
+from memstrata.domain.validation import parse_model
+from memstrata.embedding import HashEmbedder
+from memstrata.store.postgres import vectors as pg_vectors
+from memstrata.store.postgres.scope import scope_clause as pg_scope
+from memstrata.store.postgres.store import EXACT_LIMIT, PostgresStore
+from memstrata.store.sqlite.rows import prefixed
+
+ROOT = Path(__file__).resolve().parents[1]
+NS = "bench"
+DIMENSIONS = 384
+ROOMS = 10
+TOP_K = 10
+DAY = 86_400 * 1_000_000
+
+
+def unit(rows: np.ndarray) -> np.ndarray:
+    return (rows / np.linalg.norm(rows, axis=-1, keepdims=True)).astype(np.float32)
+
+
+class Data:
+    """The dataset and the queries, generated with a fixed seed."""
+
+    def __init__(self, size: int, queries: int, seed: int, now: int) -> None:
+        rng = np.random.default_rng(seed)
+        self.size, self.now = size, now
+        centres = unit(rng.standard_normal((1000, DIMENSIONS), dtype=np.float32))
+        noise = rng.standard_normal((size, DIMENSIONS), dtype=np.float32) * 0.05
+        self.X = unit(centres[rng.integers(0, 1000, size)] + noise)
+        self.room = rng.integers(0, ROOMS, size)
+        self.valid_from = now - rng.integers(30, 800, size) * DAY
+        closed = rng.random(size) < 0.2
+        self.valid_to = np.where(closed, now - rng.integers(1, 29, size) * DAY, 0)
+        letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+        words: set[str] = set()
+        while len(words) < 2000:
+            words.add("".join(rng.choice(letters, rng.integers(3, 9))))
+        self.words = sorted(words)
+        counts = rng.integers(3, 13, size)
+        picks = rng.integers(0, len(self.words), int(counts.sum()))
+        offsets = np.concatenate([[0], np.cumsum(counts)])
+        self.texts = [
+            " ".join(self.words[w] for w in picks[offsets[i] : offsets[i + 1]]) for i in range(size)
+        ]
+        self.ids = [f"r{i:07d}" for i in range(size)]
+        self.current = (self.valid_from < now) & ((self.valid_to == 0) | (self.valid_to > now))
+        q_noise = rng.standard_normal((queries, DIMENSIONS), dtype=np.float32) * 0.05
+        self.queries = unit(centres[rng.integers(0, 1000, queries)] + q_noise)
+        self.query_rooms = rng.integers(0, ROOMS, queries)
+        self.query_texts = [
+            " ".join(self.words[w] for w in rng.integers(0, len(self.words), 2))
+            for _ in range(queries)
+        ]
+
+    def batch(self, start: int, stop: int) -> list[dict[str, Any]]:
+        out = []
+        for i in range(start, stop):
+            record: dict[str, Any] = {
+                "id": self.ids[i],
+                "content": self.texts[i],
+                "metadata": {"room": f"room-{self.room[i]}"},
+                "valid_from": format_instant(int(self.valid_from[i])),
+                "vector": self.X[i].tolist(),
+            }
+            if self.valid_to[i]:
+                record["valid_to"] = format_instant(int(self.valid_to[i]))
+            out.append(record)
+        return out
+
+    def exact(self, query: np.ndarray, room: int | None, k: int) -> list[str]:
+        """Float64 brute force over exactly the in-scope rows; ties by id."""
+        mask = self.current if room is None else self.current & (self.room == room)
+        rows = np.flatnonzero(mask)
+        scores = self.X[rows].astype(np.float64) @ query.astype(np.float64)
+        order = np.lexsort((rows, -scores))[:k]
+        return [self.ids[rows[i]] for i in order]
+
+
+# -- PostgreSQL -----------------------------------------------------------------------
+
+
+def with_schema(url: str, schema: str) -> str:
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "options"]
+    query.append(("options", f"-csearch_path={schema},public"))
+    return urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
+
+
+class Postgres:
+    """A PostgreSQL to load into: the one given, or one started here."""
+
+    def __init__(self, url: str | None) -> None:
+        self.home: Path | None = None
+        if url is None:
+            self.home = Path(tempfile.mkdtemp(prefix="memstrata-bench-pg-"))
+            settings = ["shared_buffers=1GB", "maintenance_work_mem=1GB", "max_wal_size=4GB"]
+            url = subprocess.run(
+                ["bash", str(ROOT / "scripts" / "pg-up"), str(self.home), *settings],
+                check=True, capture_output=True, text=True,
+            ).stdout.strip().splitlines()[-1]  # fmt: skip
+        self.schema = f"bench_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            conn.execute(f'CREATE SCHEMA "{self.schema}"'.encode())
+            self.versions = conn.execute(
+                "SELECT current_setting('server_version'),"
+                " (SELECT extversion FROM pg_extension WHERE extname = 'vector')"
+            ).fetchone()
+        self.base = url
+        self.url = with_schema(url, self.schema)
+
+    def close(self) -> None:
+        with psycopg.connect(self.base, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE'.encode())
+        if self.home is not None:
+            subprocess.run(["bash", str(ROOT / "scripts" / "pg-down"), str(self.home)], check=False)
+            shutil.rmtree(self.home, ignore_errors=True)
+
+
+def explain(store: PostgresStore, data: Data, room: int) -> dict[str, list[str]]:
+    """The plans PostgreSQL chooses for one filtered query, exact and by the index."""
+    request = parse_model(SearchRequest, {"query_vector": data.queries[0].tolist(),
+                                          "filter": {"room": f"room-{room}"}})  # fmt: skip
+    window = request.window(now_us())
+    where, params = pg_scope("r", NS, request, window)
+    embedder_id = HashEmbedder(dimensions=DIMENSIONS).embedder_id
+    plans = {}
+    query = data.queries[0]
+    built = {
+        "exact": pg_vectors.exact_query(prefixed("r"), where, params, embedder_id, query, TOP_K),
+        "hnsw": pg_vectors.approximate_query(
+            NS, prefixed("r"), where, params, embedder_id, query, TOP_K
+        ),
+    }
+    with store.db.atomic() as conn:
+        pg_vectors.iterative_scan(conn, 64)
+        for name, statement in built.items():
+            assert statement is not None
+            sql, values = statement
+            rows = conn.execute(("EXPLAIN (ANALYZE, COSTS OFF) " + sql).encode(), values)
+            plans[name] = [row[0] for row in rows]
+    return plans
+
+
+# -- the run --------------------------------------------------------------------------
+
+
+def load(m: memstrata.Memory, data: Data, batch: int) -> float:
+    """Seconds to upsert every record, in batches."""
+    started = time.perf_counter()
+    for start in range(0, data.size, batch):
+        m.upsert(NS, data.batch(start, min(start + batch, data.size)))
+    return time.perf_counter() - started
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    ms = np.array(values) * 1000
+    return {"p50_ms": round(float(np.percentile(ms, 50)), 2),
+            "p95_ms": round(float(np.percentile(ms, 95)), 2)}  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    now = now_us()
+    data = Data(args.size, args.queries, args.seed, now)
+    embedder = HashEmbedder(dimensions=DIMENSIONS)
+    work = Path(tempfile.mkdtemp(prefix="memstrata-bench-"))
+    pg = Postgres(args.pg_url)
+    result: dict[str, Any] = {
+        "command": "python -m bench.backends " + " ".join(args.argv),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
+                    "loadavg_start": os.getloadavg()},
+        "postgres": {"server": pg.versions[0] if pg.versions else None,
+                     "pgvector": pg.versions[1] if pg.versions else None,
+                     "exact_limit": EXACT_LIMIT},
+        "size": args.size, "dimensions": DIMENSIONS, "queries": args.queries,
+        "in_scope": {"filtered": int((data.current & (data.room == 0)).sum()),
+                     "wide": int(data.current.sum())},
+        "ingest": {}, "search": {},
+    }  # fmt: skip
+    try:
+        memories = {
+            "sqlite": memstrata.open(work / "bench.db", embedder=embedder, background_jobs=False),
+            "postgres": memstrata.open(pg.url, embedder=embedder, background_jobs=False),
+        }
+        for name, m in memories.items():
+            seconds = load(m, data, args.batch)
+            result["ingest"][name] = {"seconds": round(seconds, 1),
+                                      "rows_per_s": round(data.size / seconds)}  # fmt: skip
+            print(f"{name}: loaded {data.size} rows in {seconds:.1f} s", flush=True)
+        forced = memstrata.open(pg.url, embedder=embedder, background_jobs=False)
+        assert isinstance(forced.service.store, PostgresStore)
+        forced.service.store.exact_limit = 0
+        variants = {**memories, "postgres-hnsw": forced}
+        pg_store = memories["postgres"].service.store
+        assert isinstance(pg_store, PostgresStore)
+        result["plans"] = explain(pg_store, data, int(data.query_rooms[0]))
+        result["search"] = measure(variants, data, embedder, args)
+        forced.close()
+        for m in memories.values():
+            m.close()
+    finally:
+        pg.close()
+        shutil.rmtree(work, ignore_errors=True)
+    result["machine"]["loadavg_end"] = os.getloadavg()
+    return result
+
+
+def measure(
+    variants: dict[str, memstrata.Memory], data: Data, embedder: HashEmbedder,
+    args: argparse.Namespace,
+) -> dict[str, Any]:  # fmt: skip
+    cases: dict[str, Any] = {}
+    for case, count in (("filtered semantic", args.queries), ("filtered hybrid", args.queries),
+                        ("wide semantic", args.wide_queries)):  # fmt: skip
+        times: dict[str, list[float]] = {name: [] for name in variants}
+        recall: dict[str, list[float]] = {name: [] for name in variants}
+        for i in range(-5, count):  # five warm-up queries first
+            q = i % data.queries.shape[0]
+            room = None if case.startswith("wide") else int(data.query_rooms[q])
+            scope: dict[str, Any] = {} if room is None else {"filter": {"room": f"room-{room}"}}
+            truth: dict[str, list[str]] = {}
+            if case.endswith("semantic"):
+                expected = data.exact(data.queries[q], room, TOP_K)
+            for name, m in variants.items():
+                started = time.perf_counter()
+                if case.endswith("semantic"):
+                    got = m.search(NS, query_vector=data.queries[q].tolist(), top_k=TOP_K,
+                                   ids_only=True, **scope).ids()  # fmt: skip
+                else:
+                    got = m.search(NS, data.query_texts[q], ranking="hybrid", top_k=TOP_K,
+                                   ids_only=True, **scope).ids()  # fmt: skip
+                elapsed = time.perf_counter() - started
+                if case.endswith("hybrid"):
+                    lexical = m.search(NS, data.query_texts[q], ranking="lexical", top_k=50,
+                                       ids_only=True, **scope).ids()  # fmt: skip
+                    semantic = data.exact(embedder.embed_query(data.query_texts[q]), room, 50)
+                    fused = reciprocal_rank_fusion([lexical, semantic])
+                    truth[name] = [rid for rid, _ in fused[:TOP_K]]
+                    expected = truth[name]
+                if i >= 0:
+                    times[name].append(elapsed)
+                    hits = len(set(got) & set(expected))
+                    recall[name].append(hits / max(1, min(TOP_K, len(expected))))
+        cases[case] = {
+            name: {**percentiles(times[name]),
+                   "recall_at_10": round(float(np.mean(recall[name])), 4)}
+            for name in variants
+        }  # fmt: skip
+        print(case, json.dumps(cases[case]), flush=True)
+    return cases
+
+
+def table(result: dict[str, Any]) -> str:
+    lines = [
+        f"{result['size']} records x {result['dimensions']} d; filtered scope "
+        f"{result['in_scope']['filtered']} rows, wide {result['in_scope']['wide']}",
+        "",
+        "| backend | ingest rows/s | case | p50 ms | p95 ms | recall@10 |",
+        "|---|---|---|---|---|---|",
+    ]
+    for case, by_backend in result["search"].items():
+        for name, figures in by_backend.items():
+            ingest = result["ingest"].get(name.split("-")[0], {}).get("rows_per_s", "")
+            lines.append(f"| {name} | {ingest} | {case} | {figures['p50_ms']} | "
+                         f"{figures['p95_ms']} | {figures['recall_at_10']} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def main() -> None:
+    import sys
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--wide-queries", type=int, default=50)
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--pg-url", default=None)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench/results/backends.json")
+    args = parser.parse_args()
+    args.argv = sys.argv[1:]
+    result = run(args)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(table(result))
+
+
+if __name__ == "__main__":
+    main()

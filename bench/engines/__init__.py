@@ -1,0 +1,58 @@
+"""The engines of the speed benchmark: one module each, one small interface.
+
+An engine ingests a :class:`~bench.synth.SpeedData` and answers a :class:`Query` with
+record indices, best first. ``supports`` names the cases it can answer; a case it
+cannot answer is reported as "—", never approximated by something else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bench.synth import SpeedData
+
+CASES = ("semantic", "semantic_filtered", "lexical", "hybrid_filtered", "semantic_as_of")
+CASE_TITLES = {
+    "semantic": "(a) semantic, unfiltered",
+    "semantic_filtered": "(b) semantic, room AND currently valid",
+    "lexical": "(c) lexical (BM25), unfiltered",
+    "hybrid_filtered": "(d) hybrid, room AND currently valid",
+    "semantic_as_of": "(e) semantic, as of a past instant",
+}
+
+
+@dataclass(frozen=True)
+class Query:
+    case: str
+    index: int
+    vector: np.ndarray
+    text: str
+    room: str | None  # None = any room
+    at_us: int | None  # the validity instant; None = no validity clause at all
+
+
+class Engine:
+    """Base class: subclasses set ``name`` and implement the three methods."""
+
+    name = "engine"
+    cases: tuple[str, ...] = CASES
+    notes: list[str]
+
+    def __init__(self) -> None:
+        self.notes = []
+
+    def supports(self, case: str) -> bool:
+        return case in self.cases
+
+    def ingest(self, data: SpeedData, batch: int) -> dict[str, Any]:
+        """Loads everything; returns extra timings (e.g. index builds, in seconds)."""
+        raise NotImplementedError
+
+    def search(self, query: Query) -> list[int]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Releases files and connections."""

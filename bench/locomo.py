@@ -1,0 +1,184 @@
+"""Retrieval quality on LoCoMo (five conversations, 2,760 turns, 999 questions).
+
+Each conversation is imported through memstrata's own import path,
+``memstrata.importing.import_conversation``, into its own namespace: one record per
+dialog turn, ``valid_from`` = its session's date and time, speaker, session and turn id
+in metadata. Formatting (fixed before looking at any result, the same for every
+question):
+
+- a turn's content is ``(YYYY-MM-DD) Speaker said, "text"`` — the paper's retrieval
+  format, ``(date) Speaker said, "text"``, with the session date written as an ISO day;
+- a turn that shares an image gets `` [shared <its BLIP caption>]`` after its text
+  (the caption is the only trace of the image in the data);
+- the question is the query text, as is.
+
+Each question is searched within its conversation (top 10) with ``ranking`` lexical
+(FTS5 BM25), semantic (the ``local`` embedder, all-MiniLM-L6-v2) and hybrid (both
+lanes 50 deep, RRF k = 60) — memstrata's defaults; nothing is set per question.
+
+Evidence ids are normalised: a string holding several ids ("D8:6; D9:17") counts as
+each; "D:11:26" reads as D11:26 and "D30:05" as D30:5; ids that name no turn of the
+conversation are dropped, and a question left with no evidence is skipped (reported).
+Metrics per question, then averaged: R@k = share of its evidence turns in the top k;
+NDCG@10 with binary gains; Hit@10 = at least one evidence turn in the top 10.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import tempfile
+import time
+from collections import defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import memstrata
+from bench.common import latency, log
+from memstrata.importing import import_conversation
+
+TEMPLATE = '({date}) {speaker} said, "{text}"'
+RANKINGS = ("lexical", "semantic", "hybrid")
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+REFERENCE = {"hybrid R@10, categories 1-5, turn level (MiniLM + BM25, RRF)": 0.577}
+_EVIDENCE = re.compile(r"D:?(\d+):0*(\d+)")
+_SESSION = re.compile(r"^session_(\d+)$")
+
+
+def session_time(text: str) -> datetime:
+    """LoCoMo writes "1:56 pm on 8 May, 2023"; the time zone is not given: UTC."""
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+
+
+def sessions_of(sample: dict[str, Any]) -> list[dict[str, Any]]:
+    conversation = sample["conversation"]
+    numbers = sorted(int(m[1]) for k in conversation if (m := _SESSION.match(k)))
+    sessions = []
+    for n in numbers:
+        turns = []
+        for turn in conversation[f"session_{n}"]:
+            text = turn["text"]
+            if turn.get("blip_caption"):
+                text = f"{text} [shared {turn['blip_caption']}]"
+            turns.append({"speaker": turn["speaker"], "text": text, "id": turn["dia_id"]})
+        sessions.append(
+            {"id": str(n), "timestamp": session_time(conversation[f"session_{n}_date_time"]),
+             "turns": turns}
+        )  # fmt: skip
+    return sessions
+
+
+def evidence_ids(raw: list[Any], known: set[str]) -> tuple[list[str], int]:
+    """Normalised evidence turn ids that exist, and how many named none."""
+    found: list[str] = []
+    dropped = 0
+    for item in raw:
+        ids = [f"D{a}:{b}" for a, b in _EVIDENCE.findall(str(item))]
+        if not ids:
+            dropped += 1
+        for turn in ids:
+            if turn in known:
+                found.append(turn)
+            else:
+                dropped += 1
+    return list(dict.fromkeys(found)), dropped
+
+
+def metrics(ranked: list[str], relevant: set[str]) -> dict[str, float]:
+    gains = [1.0 if r in relevant else 0.0 for r in ranked[:10]]
+    dcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains))
+    ideal = sum(1.0 / math.log2(i + 2) for i in range(min(len(relevant), 10)))
+    return {
+        "R@5": sum(1 for r in ranked[:5] if r in relevant) / len(relevant),
+        "R@10": sum(gains) / len(relevant),
+        "NDCG@10": dcg / ideal,
+        "Hit@10": 1.0 if any(gains) else 0.0,
+    }
+
+
+def summarise(rows: list[dict[str, float]]) -> dict[str, float]:
+    if not rows:
+        return {}
+    keys = rows[0].keys()
+    out = {k: round(sum(r[k] for r in rows) / len(rows), 4) for k in keys}
+    out["questions"] = len(rows)
+    return out
+
+
+def run_locomo(path: Path, *, conversations: int | None = None) -> dict[str, Any]:
+    if not path.exists():
+        raise FileNotFoundError(
+            f"{path} not found; set MEMSTRATA_LOCOMO or place the shared data beside the repo"
+        )
+    samples = json.loads(path.read_text())
+    if conversations is not None:
+        samples = samples[:conversations]
+    workdir = Path(tempfile.mkdtemp(prefix="memstrata-locomo-"))
+    started = time.perf_counter()
+    per: dict[str, dict[str, list[dict[str, float]]]] = {r: defaultdict(list) for r in RANKINGS}
+    times: dict[str, list[float]] = {r: [] for r in RANKINGS}
+    skipped: list[str] = []
+    dropped_ids = 0
+    turns = 0
+    import_s = 0.0
+    try:
+        memory = memstrata.open(workdir / "locomo.db", embedder="local", background_jobs=False)
+        with memory:
+            embedder_id = memory.embedder_id("default")
+            for sample in samples:
+                sample_id = str(sample["sample_id"])
+                namespace = sample_id.lower()
+                sessions = sessions_of(sample)
+                known = {t["id"] for s in sessions for t in s["turns"]}
+                t = time.perf_counter()
+                report = import_conversation(
+                    memory, namespace, sessions, conversation=sample_id, template=TEMPLATE
+                )
+                import_s += time.perf_counter() - t
+                turns += report.records
+                log(f"  locomo {sample_id}: {report.records} turns imported "
+                    f"({time.perf_counter() - t:.1f} s)")  # fmt: skip
+                for number, qa in enumerate(sample["qa"]):
+                    relevant, dropped = evidence_ids(qa.get("evidence", []), known)
+                    dropped_ids += dropped
+                    if not relevant:
+                        skipped.append(f"{sample_id} qa[{number}]")
+                        continue
+                    wanted = {f"{sample_id}/{turn}" for turn in relevant}
+                    category = int(qa["category"])
+                    for ranking in RANKINGS:
+                        t = time.perf_counter()
+                        result = memory.search(
+                            namespace, str(qa["question"]), ranking=ranking, top_k=10
+                        )
+                        times[ranking].append(time.perf_counter() - t)
+                        scores = metrics(result.ids(), wanted)
+                        per[ranking][str(category)].append(scores)
+        table: dict[str, Any] = {}
+        for ranking in RANKINGS:
+            rows = per[ranking]
+            entry = {c: summarise(rows[c]) for c in sorted(rows)}
+            entry["1-4"] = summarise([r for c in ("1", "2", "3", "4") for r in rows.get(c, [])])
+            entry["1-5"] = summarise([r for c in rows for r in rows[c]])
+            table[ranking] = entry
+        return {
+            "file": path.name,
+            "conversations": [str(s["sample_id"]) for s in samples],
+            "turns": turns,
+            "questions_scored": sum(len(rows) for rows in per["hybrid"].values()),
+            "questions_skipped": skipped,
+            "evidence_ids_dropped": dropped_ids,
+            "embedder": embedder_id,
+            "template": TEMPLATE,
+            "categories": CATEGORIES,
+            "results": table,
+            "search_latency": {r: latency(times[r]) for r in RANKINGS},
+            "import_seconds": round(import_s, 1),
+            "reference": REFERENCE,
+            "seconds": round(time.perf_counter() - started, 1),
+        }
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)

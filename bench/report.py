@@ -1,0 +1,286 @@
+"""Renders ``summary.md`` and the PNG plots from the JSON results of a run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bench.engines import CASE_TITLES, CASES
+
+MEMSTRATA = "memstrata (SQLite)"
+CASE_SHORT = {
+    "semantic": "(a) semantic",
+    "semantic_filtered": "(b) semantic, room + current",
+    "lexical": "(c) lexical",
+    "hybrid_filtered": "(d) hybrid, room + current",
+    "semantic_as_of": "(e) semantic, as_of",
+}
+
+
+def load(results: Path) -> dict[str, Any]:
+    found: dict[str, Any] = {"speed": []}
+    for path in sorted(results.glob("speed_*.json")):
+        found["speed"].append(json.loads(path.read_text()))
+    found["speed"].sort(key=lambda r: r["size"])
+    for name in ("locomo", "time_awareness", "run"):
+        path = results / f"{name}.json"
+        if path.exists():
+            found[name] = json.loads(path.read_text())
+    return found
+
+
+def size_label(size: int) -> str:
+    return f"{size // 1000}k" if size % 1000 == 0 else str(size)
+
+
+def fmt_ratio(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.2f}x" if value < 10 else f"{value:.0f}x"
+
+
+def speed_tables(run: dict[str, Any]) -> list[str]:
+    size = run["size"]
+    data = run["data"]
+    lines = [
+        f"### {size:,} records x 384 d — {run['queries']} queries per case, top-10",
+        "",
+        f"Data: {data['current_fraction']:.0%} currently valid "
+        f"({data['superseded_fraction']:.0%} superseded, {data['invalidated_fraction']:.0%} "
+        f"invalidated); one room AND current ≈ {data['room_and_current_fraction']:.1%}; "
+        f"valid at the as_of instant ≈ {data['valid_at_as_of_fraction']:.0%}.",
+        "",
+        "Cells: p50 latency, its ratio to memstrata (SQLite) in the same run (lower is "
+        "faster), recall@10 against the exact answer.",
+        "",
+        "| engine | ingest records/s | " + " | ".join(CASE_SHORT[c] for c in CASES) + " |",
+        "|---|---:|" + "---:|" * len(CASES),
+    ]
+    for engine in run["engines"]:
+        ingest = run["ingest"].get(engine, {})
+        rate = ingest.get("records_per_s")
+        cells = [
+            f"{rate:,.0f} ({fmt_ratio(ingest.get('rate_ratio'))})" if rate else "—",
+        ]
+        for case in CASES:
+            entry = run["cases"].get(case, {}).get(engine)
+            if entry is None:
+                cells.append("—")
+            elif "error" in entry:
+                cells.append("failed")
+            else:
+                cells.append(
+                    f"{entry['p50_ms']:.2f} ms ({fmt_ratio(entry.get('p50_ratio'))}) "
+                    f"r={entry['recall_at_10']:.2f}"
+                )
+        lines.append(f"| {engine} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "p95 latency (ms, ratio to memstrata):",
+        "",
+        "| engine | " + " | ".join(CASE_SHORT[c] for c in CASES) + " |",
+        "|---|" + "---:|" * len(CASES),
+    ]
+    for engine in run["engines"]:
+        cells = []
+        for case in CASES:
+            entry = run["cases"].get(case, {}).get(engine)
+            if entry is None or "p95_ms" not in entry:
+                cells.append("—")
+            else:
+                cells.append(f"{entry['p95_ms']:.2f} ({fmt_ratio(entry.get('p95_ratio'))})")
+        lines.append(f"| {engine} | " + " | ".join(cells) + " |")
+    scope = {
+        c: next(iter(run["cases"][c].values())).get("in_scope_rows_mean")
+        for c in CASES
+        if run["cases"].get(c)
+    }
+    lines += ["", "In-scope rows (mean): " + ", ".join(
+        f"{CASE_SHORT[c]} {v:,.0f}" for c, v in scope.items() if v is not None) + "."]  # fmt: skip
+    for name, why in run.get("skipped", {}).items():
+        lines.append(f"- not measured: **{name}** — {why}")
+    for name, notes in run.get("engine_notes", {}).items():
+        lines.append(f"- {name}: {'; '.join(notes)}")
+    lines.append("")
+    return lines
+
+
+def locomo_tables(result: dict[str, Any]) -> list[str]:
+    columns = ["1", "2", "3", "4", "5", "1-4", "1-5"]
+    names = result["categories"]
+    header = [f"{c} {names[c]}" if c in names else c for c in columns]
+    counts = result["results"]["hybrid"]
+    lines = [
+        f"Conversations {', '.join(result['conversations'])}: {result['turns']:,} turns, "
+        f"{result['questions_scored']} questions scored "
+        f"({len(result['questions_skipped'])} skipped: no evidence turn in the file; "
+        f"{result['evidence_ids_dropped']} evidence ids dropped). Embedder "
+        f"`{result['embedder']}`; turn content `{result['template']}`.",
+        "",
+        "| ranking | metric | " + " | ".join(header) + " |",
+        "|---|---|" + "---:|" * len(columns),
+    ]
+    for ranking, entry in result["results"].items():
+        for metric in ("R@5", "R@10", "NDCG@10", "Hit@10"):
+            cells = [f"{entry[c][metric]:.3f}" if entry.get(c) else "—" for c in columns]
+            lines.append(f"| {ranking} | {metric} | " + " | ".join(cells) + " |")
+    lines.append(
+        "| questions | | " + " | ".join(str(counts.get(c, {}).get("questions", 0))
+                                         for c in columns) + " |"
+    )  # fmt: skip
+    for label, value in result.get("reference", {}).items():
+        ours = result["results"]["hybrid"]["1-5"]["R@10"]
+        lines.append(
+            f"\nReference on the same file — {label}: **{value}**; memstrata: **{ours:.3f}**."
+        )
+    lat = result.get("search_latency", {})
+    if lat:
+        lines.append(
+            "\nSearch latency p50 (ms, query embedding included): "
+            + ", ".join(f"{r} {v['p50_ms']:.1f}" for r, v in lat.items())
+            + f". Import of all turns (embedding included): {result['import_seconds']} s."
+        )
+    lines.append("")
+    return lines
+
+
+def time_tables(result: dict[str, Any]) -> list[str]:
+    q = result["questions"]
+    lines = [
+        f"{result['subjects']} subjects, {result['facts']:,} facts, {result['records']:,} records "
+        f"with distractors; {q['now']} 'now' and {q['as of']} 'as of' questions; "
+        f"embedder `{result['embedder']}`.",
+        "",
+        "| search | ranking | now: accuracy@1 | as of: accuracy@1 | now: right subject, "
+        "wrong time | as of: right subject, wrong time |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for condition, by_ranking in result["results"].items():
+        for ranking, cell in by_ranking.items():
+            now, then = cell["now"], cell["as of"]
+            lines.append(
+                f"| {condition} | {ranking} | {now['accuracy_at_1']:.3f} | "
+                f"{then['accuracy_at_1']:.3f} | {now['right_subject_wrong_time']:.3f} | "
+                f"{then['right_subject_wrong_time']:.3f} |"
+            )
+    lines.append("")
+    return lines
+
+
+def render(results: Path) -> Path:
+    found = load(results)
+    run = found.get("run", {})
+    lines = ["# memstrata benchmarks", ""]
+    if run:
+        machine = run.get("machine", {})
+        lines += [
+            f"Run `{run.get('command')}` at {run.get('when')} — size **{run.get('size')}**, "
+            f"{run.get('seconds')} s in all. Machine: {machine.get('cpu_count')} CPUs, Python "
+            f"{machine.get('python')}, SQLite {machine.get('sqlite')}, load average "
+            f"{machine.get('loadavg')} at the start; thread pools: {run.get('threads')}.",
+            "",
+            "One process runs every engine on the same data; query *j* goes to every engine "
+            "before query *j + 1*. The machine is shared and small: read the ratios, not the "
+            "absolute numbers. See `bench/README.md` for what each case and engine does.",
+            "",
+        ]
+    if found["speed"]:
+        lines += ["## Speed", ""]
+        for speed in found["speed"]:
+            lines += speed_tables(speed)
+        lines += ["![latency vs size](latency_vs_size.png)", ""]
+    if "locomo" in found:
+        lines += ["## Retrieval quality: LoCoMo", "", *locomo_tables(found["locomo"])]
+        lines += ["![LoCoMo recall](locomo_recall.png)", ""]
+    if "time_awareness" in found:
+        lines += ["## Time-awareness", "", *time_tables(found["time_awareness"])]
+        lines += ["![time-awareness](time_awareness.png)", ""]
+    out = results / "summary.md"
+    out.write_text("\n".join(lines))
+    plots(found, results)
+    return out
+
+
+def plots(found: dict[str, Any], results: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if found["speed"]:
+        fig, grid = plt.subplots(2, 3, figsize=(13, 7.5), sharey=True)
+        axes = list(grid.ravel())
+        engines = list(dict.fromkeys(e for r in found["speed"] for e in r["engines"]))
+        colours = {e: f"C{i}" for i, e in enumerate(engines)}  # one colour per engine
+        for ax, case in zip(axes, CASES, strict=False):
+            for engine in engines:
+                points = [
+                    (r["size"], r["cases"][case][engine]["p50_ms"])
+                    for r in found["speed"]
+                    if "p50_ms" in r["cases"].get(case, {}).get(engine, {})
+                ]
+                if points:
+                    xs, ys = zip(*points, strict=True)
+                    ax.plot(xs, ys, marker="o", label=engine, color=colours[engine],
+                            linewidth=2.5 if engine == MEMSTRATA else 1.2)  # fmt: skip
+            ax.set_title(CASE_TITLES[case], fontsize=9)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("records")
+            ax.grid(True, which="both", alpha=0.3)
+        for ax in (axes[0], axes[3]):
+            ax.set_ylabel("p50 latency, ms (log)")
+        legend = axes[-1]
+        legend.axis("off")
+        handles = [plt.Line2D([], [], color=colours[e], marker="o", label=e) for e in engines]
+        legend.legend(handles=handles, loc="center", fontsize=9)
+        fig.suptitle("top-10 latency vs collection size (one query thread)")
+        fig.tight_layout()
+        fig.savefig(results / "latency_vs_size.png", dpi=100)
+        plt.close(fig)
+    if "locomo" in found:
+        result = found["locomo"]
+        columns = ["1", "2", "3", "4", "5", "1-4", "1-5"]
+        labels = [f"{c}\n{result['categories'].get(c, 'all')}" for c in columns]
+        fig, ax = plt.subplots(figsize=(10, 4.2))
+        rankings = list(result["results"])
+        width = 0.8 / len(rankings)
+        for i, ranking in enumerate(rankings):
+            values = [result["results"][ranking].get(c, {}).get("R@10", 0) for c in columns]
+            ax.bar([x + i * width for x in range(len(columns))], values, width, label=ranking)
+        ax.set_xticks([x + width * (len(rankings) - 1) / 2 for x in range(len(columns))])
+        ax.set_xticklabels(labels, fontsize=8)
+        ax.set_ylabel("R@10")
+        ax.set_ylim(0, 1)
+        for value in result.get("reference", {}).values():  # a 1-5 figure: over that group
+            last = len(columns) - 1
+            ax.hlines(value, last - 0.1, last + 0.9, color="black", linestyle="--", linewidth=1)
+            ax.text(last - 0.1, value + 0.02, f"reference {value}", fontsize=7)
+        ax.legend(fontsize=8)
+        ax.set_title("LoCoMo: recall@10 per category, per ranking")
+        fig.tight_layout()
+        fig.savefig(results / "locomo_recall.png", dpi=110)
+        plt.close(fig)
+    if "time_awareness" in found:
+        result = found["time_awareness"]
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+        for ax, kind in zip(axes, ("now", "as of"), strict=True):
+            conditions = list(result["results"])
+            rankings = list(next(iter(result["results"].values())))
+            width = 0.8 / len(conditions)
+            for i, condition in enumerate(conditions):
+                values = [result["results"][condition][r][kind]["accuracy_at_1"] for r in rankings]
+                ax.bar([x + i * width for x in range(len(rankings))], values, width,
+                       label=condition)  # fmt: skip
+            ax.set_xticks([x + width * (len(conditions) - 1) / 2 for x in range(len(rankings))])
+            ax.set_xticklabels(rankings)
+            ax.set_ylim(0, 1)
+            ax.set_title(f"'{kind}' questions")
+        axes[0].set_ylabel("accuracy@1")
+        handles, names = axes[0].get_legend_handles_labels()
+        fig.legend(handles, names, loc="lower center", ncol=len(names), fontsize=8)
+        fig.suptitle("time-awareness: knowledge updates")
+        fig.tight_layout(rect=(0, 0.07, 1, 1))
+        fig.savefig(results / "time_awareness.png", dpi=110)
+        plt.close(fig)

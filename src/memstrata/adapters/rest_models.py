@@ -1,0 +1,192 @@
+"""The REST wire: request bodies, response shapes and the one JSON → domain conversion.
+
+Request bodies are read as raw bytes and validated once with pydantic's JSON mode
+(:func:`parse_body`), so ``payload`` arrives as base64 and every problem is one
+:class:`InvalidInput` naming the field. Their schemas are published in the OpenAPI
+document under ``…Input`` names (:func:`request_components`); responses are
+documented by their own models, so the schema says what the server really sends.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.json_schema import models_json_schema
+
+from memstrata.domain.errors import InvalidInput
+from memstrata.domain.records import NAMESPACE_PATTERN, Instant, Record
+from memstrata.domain.search import ExpireRequest, SearchRequest
+from memstrata.domain.time import format_instant
+from memstrata.domain.validation import as_invalid_input
+
+M = TypeVar("M", bound=BaseModel)
+
+INPUT_SUFFIX = "Input"
+
+# -- request bodies ------------------------------------------------------------------
+
+
+class UpsertBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    records: list[Record] = Field(description="Records to write, atomically: all or none.")
+
+
+class InvalidateBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    at: Instant | None = Field(default=None, description="When validity ends (default: now).")
+
+
+class VerifyBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reviewer: str = Field(min_length=1, description="Who verified the record.")
+
+
+class EmbeddingBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    vector: list[float] = Field(min_length=1, description="The namespace embedder's vector.")
+
+
+class JobBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["embed", "reindex"]
+    namespace: str = Field(pattern=NAMESPACE_PATTERN.pattern)
+
+
+REQUEST_MODELS: tuple[type[BaseModel], ...] = (
+    UpsertBody,
+    InvalidateBody,
+    VerifyBody,
+    EmbeddingBody,
+    SearchRequest,
+    ExpireRequest,
+    JobBody,
+)
+
+
+def parse_body(model: type[M], raw: bytes, *, optional: bool = False) -> M:
+    """The one conversion of a JSON body into a domain request."""
+    if not raw.strip():
+        if optional:
+            return model()
+        raise InvalidInput("the request body is empty; send a JSON object")
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as error:
+        problem = error.errors()[0]
+        if problem["type"] == "json_invalid":
+            detail = problem.get("ctx", {}).get("error", problem["msg"])
+            raise InvalidInput(f"the request body is not valid JSON: {detail}") from None
+        raise as_invalid_input(error) from None
+
+
+def request_components() -> dict[str, Any]:
+    """JSON schemas of the request bodies (and what they use), named ``<Model>Input``."""
+    _, schema = models_json_schema(
+        [(model, "validation") for model in REQUEST_MODELS],
+        ref_template="#/components/schemas/{model}" + INPUT_SUFFIX,
+    )
+    return {name + INPUT_SUFFIX: definition for name, definition in schema["$defs"].items()}
+
+
+def body_schema(model: type[BaseModel], *, required: bool = True) -> dict[str, Any]:
+    """``openapi_extra`` for a route whose body is ``model``."""
+    ref = f"#/components/schemas/{model.__name__}{INPUT_SUFFIX}"
+    return {
+        "requestBody": {
+            "required": required,
+            "content": {"application/json": {"schema": {"$ref": ref}}},
+        }
+    }
+
+
+# -- responses ---------------------------------------------------------------------
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="A stable code, e.g. memstrata.input.invalid (SPEC §13).")
+    message: str = Field(description="A diagnostic for people: names the field and the fix.")
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail
+
+
+class HistoryResponse(BaseModel):
+    versions: list[Record]
+
+
+class VersionResponse(BaseModel):
+    version: int
+
+
+class ExpireResponse(BaseModel):
+    affected: int
+
+
+class Job(BaseModel):
+    id: int
+    type: str
+    namespace: str
+    state: str = Field(description="running, done or failed")
+    done: int = Field(description="Records processed so far.")
+    error: str | None = Field(default=None, description="Why it failed (absent otherwise).")
+    created_at: str
+    updated_at: str
+
+
+class JobList(BaseModel):
+    jobs: list[Job]
+
+
+class NamespaceInfo(BaseModel):
+    name: str
+    embedder: str = Field(description="provider:model:dimensions, or none")
+
+
+class NamespaceList(BaseModel):
+    namespaces: list[NamespaceInfo]
+
+
+class Audit(BaseModel):
+    namespace: str
+    embedder: str
+    backlog: int = Field(description="Records with no vector for the current embedder.")
+    jobs: list[Job] = Field(description="The namespace's latest jobs, oldest first.")
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+def job_json(job: dict[str, Any]) -> dict[str, Any]:
+    data = {
+        **job,
+        "created_at": format_instant(job["created_at"]),
+        "updated_at": format_instant(job["updated_at"]),
+    }
+    if data.get("error") is None:
+        data.pop("error", None)
+    return data
+
+
+ERROR_STATUSES = {
+    400: "Invalid input: malformed JSON, wrong types, unknown fields (memstrata.input.invalid)",
+    401: "No token, or an unknown or disabled one (memstrata.auth.unauthenticated)",
+    403: "The token lacks the capability or the namespace (memstrata.auth.forbidden)",
+    404: "No such record, version, namespace or job (memstrata.not_found)",
+    409: "A conflicting write or an unkeepable search promise "
+    "(memstrata.write.conflict, memstrata.search.*)",
+    412: "An if_version precondition failed (memstrata.write.version_conflict)",
+    422: "Over a policy cap, including the body size (memstrata.policy.limit)",
+    502: "An embedding provider failed (memstrata.provider.failed)",
+}
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorResponse, "description": text} for status, text in ERROR_STATUSES.items()
+}

@@ -1,0 +1,236 @@
+"""Server commands: ``serve`` runs the REST API; ``token create|list|disable`` manage
+who may call it.
+
+    memstrata serve [--config FILE] [--host H] [--port P] [--no-auth]
+    memstrata token create [--read-only | --admin] [--namespace NS]... [--name NAME]
+    memstrata token list
+    memstrata token disable ID
+
+The database is ``--db`` (or ``MEMSTRATA_DB``) when given, else ``storage.url`` from
+the config file, else the user data file. Auth is on by default: create a token
+first. ``--no-auth`` is refused unless the server binds a loopback address.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Annotated, Any, Literal
+
+import typer
+from rich import box
+from rich.table import Table
+
+from memstrata.cli import output
+from memstrata.cli.context import cli_state
+from memstrata.cli.options import JsonOutput
+from memstrata.config import CONFIG_ENV, Settings, load_settings
+from memstrata.config import open_memory as open_configured
+from memstrata.domain.auth import Token
+from memstrata.domain.time import format_instant
+from memstrata.memory import Memory
+
+ConfigFile = Annotated[
+    str | None,
+    typer.Option(
+        "--config",
+        "-c",
+        envvar=CONFIG_ENV,
+        metavar="FILE",
+        help="TOML config file (see docs/server.md); MEMSTRATA_* variables override it.",
+        show_default=False,
+    ),
+]
+
+LogLevel = Literal["debug", "info", "warning", "error"]
+
+token_app = typer.Typer(
+    name="token",
+    help="Create, list and disable the tokens that let callers reach the server.",
+    no_args_is_help=True,
+)
+
+
+def settings_for(
+    ctx: typer.Context, config: str | None, overrides: dict[str, Any] | None = None
+) -> Settings:
+    """The settings: file, environment, then the global ``--db``/``--embedder`` and
+    the command's own options."""
+    merged: dict[str, Any] = dict(overrides or {})
+    state = cli_state(ctx)
+    if state.db:
+        merged["storage"] = {"url": state.db}
+    settings = load_settings(config, merged)
+    source = ctx.find_root().get_parameter_source("embedder")
+    if source is not None and source.name != "DEFAULT":  # --embedder or MEMSTRATA_EMBEDDER
+        embedding = settings.embedding.model_copy(
+            update={"provider": state.embedder, "model": None, "dimensions": None}
+        )
+        settings = settings.model_copy(update={"embedding": embedding})
+    return settings
+
+
+def _open_store(settings: Settings) -> Memory:
+    """The store alone (no embedder): enough to manage tokens."""
+    embedding = settings.embedding.model_copy(update={"provider": "none"})
+    bare = settings.model_copy(update={"embedding": embedding, "namespaces": {}})
+    try:
+        return open_configured(bare, background_jobs=False)
+    except (OSError, sqlite3.Error) as error:
+        typer.secho(f"error: cannot open database: {error}", err=True, fg="red")
+        raise typer.Exit(1) from None
+
+
+def serve(
+    ctx: typer.Context,
+    config: ConfigFile = None,
+    host: Annotated[
+        str | None,
+        typer.Option("--host", metavar="HOST", help="Address to bind (default 127.0.0.1)."),
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option("--port", "-p", metavar="PORT", help="Port to listen on (default 7077)."),
+    ] = None,
+    no_auth: Annotated[
+        bool,
+        typer.Option(
+            "--no-auth", help="Serve without tokens; refused unless HOST is a loopback address."
+        ),
+    ] = False,
+    log_level: Annotated[
+        LogLevel,
+        typer.Option("--log-level", metavar="LEVEL", help="debug, info, warning or error."),
+    ] = "info",
+) -> None:
+    """Serve the REST API (OpenAPI at /openapi.json, metrics at /metrics)."""
+    import uvicorn
+
+    from memstrata.adapters.rest import create_app
+    from memstrata.adapters.rest_observe import configure_logging
+
+    server: dict[str, Any] = {}
+    if host is not None:
+        server["host"] = host
+    if port is not None:
+        server["port"] = port
+    overrides: dict[str, Any] = {"server": server} if server else {}
+    if no_auth:
+        overrides["auth"] = {"enabled": False}
+    settings = settings_for(ctx, config, overrides)
+    settings.check_exposure()
+    configure_logging(log_level)
+    app = create_app(None, settings)
+    where = f"{settings.server.host}:{settings.server.port}"
+    if ":" in settings.server.host:
+        where = f"[{settings.server.host}]:{settings.server.port}"
+    output.print_note(
+        f"memstrata serving http://{where} (auth {'on' if settings.auth.enabled else 'off'})"
+    )
+    uvicorn.run(
+        app,
+        host=settings.server.host,
+        port=settings.server.port,
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        log_level=log_level,
+    )
+
+
+def _token_json(token: Token) -> dict[str, Any]:
+    return {
+        "id": token.id,
+        "name": token.name,
+        "capabilities": sorted(c.value for c in token.capabilities),
+        "namespaces": sorted(token.namespaces),
+        "disabled": token.disabled,
+        "created_at": format_instant(token.created_at),
+    }
+
+
+@token_app.command("create")
+def token_create(
+    ctx: typer.Context,
+    read_only: Annotated[
+        bool, typer.Option("--read-only", help="Only read (search, get, history).")
+    ] = False,
+    admin: Annotated[
+        bool, typer.Option("--admin", help="Also verify, hard-delete by expire, run jobs.")
+    ] = False,
+    namespaces: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--namespace",
+            "-n",
+            metavar="NS",
+            help="Limit the token to this namespace; repeat for more (default: all).",
+        ),
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", metavar="NAME", help="A label for people.")
+    ] = None,
+    config: ConfigFile = None,
+    as_json: JsonOutput = False,
+) -> None:
+    """Create a token and print its secret, once: it is stored only hashed."""
+    from memstrata.access import Access
+
+    with _open_store(settings_for(ctx, config)) as memory:
+        token, secret = Access(memory.service.store).create_token(
+            name=name, read_only=read_only, admin=admin, namespaces=namespaces or ()
+        )
+    if as_json:
+        output.print_json({**_token_json(token), "token": secret})
+        return
+    typer.echo(secret)
+    scope = ", ".join(sorted(token.namespaces)) or "every namespace"
+    caps = ", ".join(sorted(c.value for c in token.capabilities))
+    output.print_note(
+        f"created {token.id} ({caps}; {scope}). The secret above is shown only now: "
+        "keep it; send it as 'Authorization: Bearer <token>'."
+    )
+
+
+@token_app.command("list")
+def token_list(ctx: typer.Context, config: ConfigFile = None, as_json: JsonOutput = False) -> None:
+    """List tokens (never their secrets)."""
+    from memstrata.access import Access
+
+    with _open_store(settings_for(ctx, config)) as memory:
+        tokens = Access(memory.service.store).tokens()
+    if as_json:
+        output.print_json([_token_json(token) for token in tokens])
+        return
+    table = Table(box=box.SIMPLE_HEAD)
+    for column in ("id", "name", "capabilities", "namespaces", "state", "created"):
+        table.add_column(column)
+    for token in tokens:
+        data = _token_json(token)
+        table.add_row(
+            token.id,
+            token.name,
+            ", ".join(data["capabilities"]),
+            ", ".join(data["namespaces"]) or "all",
+            "disabled" if token.disabled else "active",
+            data["created_at"][:19].replace("T", " "),
+        )
+    output.console().print(table)
+
+
+@token_app.command("disable")
+def token_disable(
+    ctx: typer.Context,
+    token_id: Annotated[str, typer.Argument(metavar="ID", help="Token id (tok_…).")],
+    config: ConfigFile = None,
+) -> None:
+    """Disable a token: requests with it get 401 from now on."""
+    from memstrata.access import Access
+
+    with _open_store(settings_for(ctx, config)) as memory:
+        Access(memory.service.store).disable(token_id)
+    output.print_note(f"disabled {token_id}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command(rich_help_panel="Server")(serve)
+    app.add_typer(token_app, rich_help_panel="Server")

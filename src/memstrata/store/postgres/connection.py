@@ -1,0 +1,124 @@
+"""Connections to PostgreSQL: one pool per store, transactions, and retries.
+
+Connections are autocommit; every write runs inside ``atomic()`` (one transaction,
+READ COMMITTED, rows read for update locked with ``FOR UPDATE``) and every
+multi-statement read inside ``snapshot()`` (REPEATABLE READ, read only). A
+transaction that loses a deadlock or a serialisation race is run again from the
+start — it has changed nothing, and the store's writes are pure functions of the
+database state — so concurrent writers wait for each other instead of failing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import errors
+from psycopg_pool import ConnectionPool
+
+from memstrata.domain.errors import InvalidInput
+
+log = logging.getLogger("memstrata.store.postgres")
+
+T = TypeVar("T")
+Connection = psycopg.Connection[Any]
+
+RETRIES = 20
+#: Raised when two transactions race for the same rows; running again resolves it.
+RETRYABLE = (errors.DeadlockDetected, errors.SerializationFailure)
+
+
+def redacted(url: str) -> str:
+    """The URL without its password, for messages."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "<unparsable url>"
+    host, port, db = info.get("host", "localhost"), info.get("port", "5432"), info.get("dbname")
+    return f"postgresql://{info.get('user', '')}@{host}:{port}/{db or ''}"
+
+
+def connect(url: str) -> Connection:
+    """One autocommit connection (migrations, tools); the pool serves everything else."""
+    try:
+        return psycopg.connect(url, autocommit=True)
+    except psycopg.ProgrammingError as error:
+        raise InvalidInput(f"storage url is not a valid PostgreSQL URL: {error}") from None
+
+
+class Database:
+    """A connection pool on one PostgreSQL database (and search_path)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        configure: Callable[[Connection], None] | None = None,
+    ) -> None:
+        self.url = url
+        self.pool = ConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            kwargs={"autocommit": True},
+            configure=configure,
+            open=False,
+            name="memstrata",
+        )
+        self.pool.open(wait=True, timeout=30)
+
+    def close(self) -> None:
+        self.pool.close()
+
+    @contextmanager
+    def connection(self) -> Iterator[Connection]:
+        """A pooled autocommit connection: each statement is its own transaction."""
+        with self.pool.connection() as conn:
+            yield conn
+
+    @contextmanager
+    def atomic(self) -> Iterator[Connection]:
+        """One write transaction (READ COMMITTED; lock what you read with FOR UPDATE)."""
+        with self.pool.connection() as conn, conn.transaction():
+            yield conn
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Connection]:
+        """A read-only transaction: every statement inside sees the same committed state."""
+        with self.pool.connection() as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            yield conn
+
+    @contextmanager
+    def pipelined(self) -> Iterator[Connection]:
+        """``atomic()`` in pipeline mode: statements whose results nobody reads are
+        sent without waiting, so a write costs a few round trips, not one per row."""
+        with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
+            yield conn
+
+    def write(self, work: Callable[[Connection], T], *, pipeline: bool = False) -> T:
+        """Runs ``work`` in one transaction, again from the start when it loses a race."""
+        delay = 0.002
+        for attempt in range(RETRIES):
+            try:
+                with self.pipelined() if pipeline else self.atomic() as conn:
+                    return work(conn)
+            except RETRYABLE as error:
+                if attempt == RETRIES - 1:
+                    raise
+                log.debug("transaction retried after %s", type(error).__name__)
+            except errors.UniqueViolation as error:
+                # two writers created the same new id at once: the loser runs again and
+                # finds the record the winner wrote, as if the writes had been serial
+                constraint = error.diag.constraint_name or ""
+                if constraint != "records_namespace_id_key" or attempt == RETRIES - 1:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+        raise AssertionError("unreachable")

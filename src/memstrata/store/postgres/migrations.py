@@ -1,0 +1,291 @@
+"""Versioned schema migrations for the PostgreSQL store.
+
+Each migration is a named function registered in order; the applied ones are
+recorded in ``schema_migrations``. Opening a database runs what is missing, all in
+one transaction under an advisory lock, so two processes starting together apply
+each migration exactly once (DDL is transactional in PostgreSQL).
+
+Every table that holds a namespace's data carries ``namespace`` in its primary key
+and in its foreign keys, so the schema distributes by namespace on Citus unchanged
+(see docs/postgres.md). Instants are BIGINT microseconds since the epoch, as on
+SQLite. Free text that an index would have to hold whole (tags, metadata values,
+keys) is indexed through ``md5(…)``: a B-tree entry cannot exceed ~2.7 kB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from psycopg import errors
+
+from memstrata.domain.errors import InvalidInput
+from memstrata.store.postgres.connection import Connection
+
+Migration = Callable[[Connection], None]
+MIGRATIONS: list[tuple[str, Migration]] = []
+_LOCK = "memstrata.migrate"
+
+
+def migration(fn: Migration) -> Migration:
+    if any(name == fn.__name__ for name, _ in MIGRATIONS):
+        raise ValueError(f"migration {fn.__name__} is registered twice")
+    MIGRATIONS.append((fn.__name__, fn))
+    return fn
+
+
+def run_script(conn: Connection, script: str) -> None:
+    for statement in script.split(";\n"):
+        if statement.strip():
+            conn.execute(statement.encode())  # bytes: a literal query, no placeholders
+
+
+@migration
+def m001_records(conn: Connection) -> None:
+    run_script(
+        conn,
+        """
+        CREATE TABLE namespaces (
+            name         text COLLATE "C" PRIMARY KEY,
+            created_at   bigint NOT NULL,
+            -- the namespace's text-search configuration: recorded for later; today
+            -- the lexical lane indexes unicode61 tokens as is, like 'simple'
+            text_search  text NOT NULL DEFAULT 'simple'
+        );
+
+        -- The current state of every record; older states live in record_versions.
+        CREATE TABLE records (
+            -- never reused: derived rows keyed by it cannot be mistaken for a newer record
+            rowid         bigint GENERATED ALWAYS AS IDENTITY,
+            namespace     text COLLATE "C" NOT NULL,
+            id            text COLLATE "C" NOT NULL,
+            content       text NOT NULL,
+            content_hash  text NOT NULL,
+            payload       bytea,
+            metadata      text NOT NULL,
+            tags          text NOT NULL,
+            kind          text COLLATE "C" NOT NULL,
+            key           text COLLATE "C",
+            trust         text NOT NULL,
+            source        text,
+            origin        text,
+            created_at    bigint NOT NULL,
+            updated_at    bigint NOT NULL,
+            valid_from    bigint NOT NULL,
+            valid_to      bigint,
+            deleted_at    bigint,
+            supersedes    text NOT NULL,
+            superseded_by text COLLATE "C",
+            version       integer NOT NULL,
+            tsv           tsvector NOT NULL,
+            PRIMARY KEY (namespace, rowid),
+            UNIQUE (namespace, id)
+        );
+        CREATE INDEX records_rowid ON records (rowid);
+        CREATE INDEX records_ns_created ON records (namespace, created_at);
+        -- live records (not tombstoned): what every search but include_historical scans
+        CREATE INDEX records_ns_live ON records (namespace, valid_from, valid_to)
+            WHERE deleted_at IS NULL;
+        CREATE INDEX records_ns_key ON records (namespace, md5(key)) WHERE key IS NOT NULL;
+        CREATE INDEX records_ns_kind ON records (namespace, kind);
+        CREATE INDEX records_ns_superseded_by ON records (namespace, superseded_by)
+            WHERE superseded_by IS NOT NULL;
+        CREATE INDEX records_tsv ON records USING gin (tsv);
+
+        -- Every version of every record, verbatim, until a hard delete.
+        CREATE TABLE record_versions (
+            namespace  text COLLATE "C" NOT NULL,
+            id         text COLLATE "C" NOT NULL,
+            version    integer NOT NULL,
+            body       text NOT NULL,
+            payload    bytea,
+            PRIMARY KEY (namespace, id, version)
+        );
+
+        -- Scope helpers kept in step with records: tags and metadata as rows.
+        CREATE TABLE record_tags (
+            namespace  text COLLATE "C" NOT NULL,
+            record     bigint NOT NULL,
+            tag        text COLLATE "C" NOT NULL,
+            FOREIGN KEY (namespace, record) REFERENCES records (namespace, rowid)
+                ON DELETE CASCADE
+        );
+        CREATE INDEX record_tags_record ON record_tags (namespace, record);
+        CREATE INDEX record_tags_tag ON record_tags (namespace, md5(tag), record);
+
+        CREATE TABLE record_meta (
+            namespace  text COLLATE "C" NOT NULL,
+            record     bigint NOT NULL,
+            key        text COLLATE "C" NOT NULL,
+            value      text COLLATE "C" NOT NULL,
+            num        double precision,
+            PRIMARY KEY (namespace, record, key),
+            FOREIGN KEY (namespace, record) REFERENCES records (namespace, rowid)
+                ON DELETE CASCADE
+        );
+        CREATE INDEX record_meta_value ON record_meta (namespace, key, md5(value), record);
+        CREATE INDEX record_meta_num ON record_meta (namespace, key, num)
+            WHERE num IS NOT NULL;
+
+        -- Derived: one unit vector per (record, embedder). The column has no fixed
+        -- dimension; each dimension in use gets its own partial HNSW index over
+        -- embedding::vector(N) (created on first use, see vectors.py).
+        CREATE TABLE vectors (
+            namespace    text COLLATE "C" NOT NULL,
+            record       bigint NOT NULL,
+            embedder_id  text COLLATE "C" NOT NULL,
+            dimensions   integer NOT NULL,
+            embedding    vector NOT NULL CHECK (vector_dims(embedding) = dimensions),
+            PRIMARY KEY (namespace, record, embedder_id),
+            FOREIGN KEY (namespace, record) REFERENCES records (namespace, rowid)
+                ON DELETE CASCADE
+        );
+        CREATE INDEX vectors_embedder ON vectors (namespace, embedder_id, dimensions);
+
+        -- Durable jobs (embed, reindex): state and counts; the records are the cursor.
+        CREATE TABLE jobs (
+            id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            type        text NOT NULL,
+            namespace   text COLLATE "C" NOT NULL,
+            state       text NOT NULL,
+            done        bigint NOT NULL DEFAULT 0,
+            error       text,
+            created_at  bigint NOT NULL,
+            updated_at  bigint NOT NULL
+        );
+        CREATE INDEX jobs_ns_state ON jobs (namespace, type, state);
+
+        -- Derived: the knowledge graph (filled by extraction; asserted facts too).
+        CREATE TABLE entities (
+            namespace  text COLLATE "C" NOT NULL,
+            id         text COLLATE "C" NOT NULL,
+            name       text NOT NULL,
+            kind       text NOT NULL,
+            aliases    text NOT NULL DEFAULT '[]',
+            created_at bigint NOT NULL,
+            PRIMARY KEY (namespace, id)
+        );
+        CREATE TABLE mentions (
+            namespace  text COLLATE "C" NOT NULL,
+            record     bigint NOT NULL,
+            entity     text COLLATE "C" NOT NULL,
+            spelling   text NOT NULL,
+            provenance text,
+            PRIMARY KEY (namespace, record, entity),
+            FOREIGN KEY (namespace, record) REFERENCES records (namespace, rowid)
+                ON DELETE CASCADE
+        );
+        CREATE INDEX mentions_entity ON mentions (namespace, entity);
+        CREATE TABLE relations (
+            namespace   text COLLATE "C" NOT NULL,
+            id          text COLLATE "C" NOT NULL,
+            subject     text COLLATE "C" NOT NULL,
+            predicate   text NOT NULL,
+            object      text COLLATE "C" NOT NULL,
+            valid_from  bigint NOT NULL,
+            valid_to    bigint,
+            confidence  double precision NOT NULL DEFAULT 1.0,
+            provenance  text,
+            PRIMARY KEY (namespace, id)
+        );
+        CREATE INDEX relations_subject ON relations (namespace, subject);
+        CREATE INDEX relations_object ON relations (namespace, object);
+        CREATE TABLE possibly_same_as (
+            namespace  text COLLATE "C" NOT NULL,
+            a          text COLLATE "C" NOT NULL,
+            b          text COLLATE "C" NOT NULL,
+            PRIMARY KEY (namespace, a, b)
+        );
+        CREATE TABLE extraction_markers (
+            namespace  text COLLATE "C" NOT NULL,
+            record     bigint NOT NULL,
+            extractor  text NOT NULL,
+            at         bigint NOT NULL,
+            PRIMARY KEY (namespace, record),
+            FOREIGN KEY (namespace, record) REFERENCES records (namespace, rowid)
+                ON DELETE CASCADE
+        );
+
+        -- Access tokens: only the SHA-256 digest of each secret is kept.
+        CREATE TABLE tokens (
+            id           text COLLATE "C" PRIMARY KEY,
+            name         text NOT NULL,
+            digest       text NOT NULL UNIQUE,
+            capabilities text NOT NULL,
+            namespaces   text NOT NULL,
+            disabled     boolean NOT NULL DEFAULT false,
+            created_at   bigint NOT NULL
+        );
+
+        -- Append-only: every mutation, in order.
+        CREATE TABLE ledger (
+            seq        bigint GENERATED ALWAYS AS IDENTITY,
+            at         bigint NOT NULL,
+            op         text NOT NULL,
+            namespace  text COLLATE "C" NOT NULL,
+            record_id  text COLLATE "C" NOT NULL,
+            version    integer,
+            actor      text NOT NULL,
+            detail     text,
+            PRIMARY KEY (namespace, seq)
+        );
+        CREATE INDEX ledger_seq ON ledger (seq);
+        CREATE INDEX ledger_record ON ledger (namespace, record_id);
+        """,
+    )
+
+
+def _ensure_vector_extension(conn: Connection) -> None:
+    try:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    except errors.InsufficientPrivilege:
+        raise InvalidInput(
+            "storage url: the pgvector extension is not installed in this database and "
+            "this role may not install it; run CREATE EXTENSION vector as a superuser"
+        ) from None
+    except errors.FeatureNotSupported as error:
+        raise InvalidInput(f"storage url: pgvector is not available: {error}") from None
+    row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+    version = tuple(int(part) for part in str(row[0] if row else "0").split(".")[:2])
+    if version < (0, 8):
+        raise InvalidInput(
+            f"storage url: pgvector {row[0] if row else '?'} is too old; memstrata needs 0.8 "
+            "or later (iterative index scans); run ALTER EXTENSION vector UPDATE"
+        )
+
+
+def pending(conn: Connection) -> bool:
+    """Whether any migration is missing (a cheap check without a lock)."""
+    row = conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL").fetchone()
+    if not row or not row[0]:
+        return True
+    done = conn.execute("SELECT count(*) FROM schema_migrations").fetchone()
+    return int(done[0] if done else 0) < len(MIGRATIONS)
+
+
+def apply_migrations(conn: Connection, now: int) -> list[str]:
+    """Applies what is missing in one transaction. Returns the names applied."""
+    if not pending(conn):
+        return []
+    applied: list[str] = []
+    with conn.transaction():
+        # one migrator per schema at a time; the lock ends with the transaction
+        conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || %s, 0))",
+            (_LOCK,),
+        )
+        _ensure_vector_extension(conn)
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            " version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)"
+        )
+        done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+        for version, (name, fn) in enumerate(MIGRATIONS, start=1):
+            if version in done:
+                continue
+            fn(conn)
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (%s, %s, %s)",
+                (version, name, now),
+            )
+            applied.append(name)
+    return applied

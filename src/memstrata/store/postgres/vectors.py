@@ -1,0 +1,172 @@
+"""The vector lane on PostgreSQL: exact for small scopes, HNSW with iterative scans
+for large ones, and a true pre-filter either way.
+
+Vectors live in one ``vectors`` table, unit length, as untyped ``vector``; each
+dimension in use gets a partial HNSW index over ``embedding::vector(N)`` (or
+``halfvec(N)`` past pgvector's 2,000-dimension limit for ``vector``), created the
+first time a vector of that size is stored. The index uses inner product, which on
+unit vectors orders exactly as cosine does and gives the same similarity the SQLite
+lane computes (stored unit vector · query vector).
+
+A search first counts the in-scope records and how many of them have a vector
+(``unembedded`` needs that anyway). A scope of at most ``exact_limit`` embedded
+records is ranked exactly: every in-scope vector is scored, ties by id. A larger
+one walks the HNSW index with ``hnsw.iterative_scan`` so the scope's filters are
+applied while the index is read and the scan goes on until ``top_k`` in-scope rows
+are found; if it still comes back short (``hnsw.max_scan_tuples`` reached on a very
+selective scope), the lane falls back to the exact ranking. So a search never
+returns fewer than ``top_k`` in-scope hits when that many exist.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from memstrata.store.postgres.connection import Connection, Database
+
+#: pgvector's HNSW limits: vector up to 2,000 dimensions, halfvec up to 4,000.
+VECTOR_INDEX_MAX = 2000
+HALFVEC_INDEX_MAX = 4000
+#: Index build parameters (pgvector's defaults).
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 64
+
+
+def index_type(dimensions: int) -> str | None:
+    """The type the HNSW index of this dimension casts to (None: too large to index)."""
+    if dimensions <= VECTOR_INDEX_MAX:
+        return "vector"
+    if dimensions <= HALFVEC_INDEX_MAX:
+        return "halfvec"
+    return None
+
+
+def _dimensions(value: int) -> int:
+    dimensions = int(value)
+    if not 1 <= dimensions <= 16000:  # pgvector's own limit for a vector
+        raise ValueError(f"vector dimension {dimensions} is outside 1..16000")
+    return dimensions
+
+
+def index_expression(dimensions: int) -> str | None:
+    """``embedding::vector(N)`` — an integer rendered from our own code, never input."""
+    kind = index_type(dimensions)
+    return None if kind is None else f"(v.embedding::{kind}({_dimensions(dimensions)}))"
+
+
+class VectorIndexes:
+    """Creates each dimension's HNSW index once (idempotent, under an advisory lock)."""
+
+    def __init__(self) -> None:
+        self._known: set[int] = set()
+        self._lock = threading.Lock()
+
+    def ensure(self, db: Database, dimensions: int) -> None:
+        dimensions = _dimensions(dimensions)
+        kind = index_type(dimensions)
+        with self._lock:
+            if dimensions in self._known or kind is None:
+                return
+            name = f"vectors_hnsw_{dimensions}"
+            with db.connection() as conn:
+                exists = conn.execute(
+                    "SELECT to_regclass(quote_ident(current_schema()) || '.' || %s) IS NOT NULL",
+                    (name,),
+                ).fetchone()
+                if not (exists and exists[0]):
+                    with conn.transaction():
+                        conn.execute(
+                            "SELECT pg_advisory_xact_lock(hashtextextended("
+                            "current_schema() || 'memstrata.vectors', 0))"
+                        )
+                        # CREATE INDEX takes no bind parameters: N is an int checked above
+                        conn.execute(
+                            f"CREATE INDEX IF NOT EXISTS {name} ON vectors USING hnsw"
+                            f" ((embedding::{kind}({dimensions})) {kind}_ip_ops)"
+                            f" WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
+                            f" WHERE dimensions = {dimensions}".encode()
+                        )
+            self._known.add(dimensions)
+
+
+def exact_query(
+    columns: str, where: str, params: list[Any], embedder_id: str, query: np.ndarray, limit: int
+) -> tuple[str, list[Any]]:
+    """Every in-scope vector scored; the best ``limit`` rows, ties by id. Each row is
+    the record's columns followed by the similarity."""
+    return (
+        f"SELECT {columns}, -(v.embedding <#> %b) AS similarity FROM records r"
+        " JOIN vectors v ON v.namespace = r.namespace AND v.record = r.rowid"
+        " AND v.embedder_id = %s AND v.dimensions = %s"
+        f" WHERE {where} ORDER BY similarity DESC, r.id LIMIT %s",
+        [query, embedder_id, int(query.shape[0]), *params, limit],
+    )
+
+
+def approximate_query(
+    namespace: str,
+    columns: str,
+    where: str,
+    params: list[Any],
+    embedder_id: str,
+    query: np.ndarray,
+    limit: int,
+) -> tuple[str, list[Any]] | None:
+    """The nearest in-scope rows by the dimension's HNSW index, the scope filtered
+    during the scan (None when the dimension has no index). Run it after
+    :func:`iterative_scan`; its rows come in relaxed order."""
+    dimensions = int(query.shape[0])
+    expression = index_expression(dimensions)
+    kind = index_type(dimensions)
+    if expression is None or kind is None:
+        return None
+    return (
+        f"SELECT {columns}, -(v.embedding <#> %b) AS similarity FROM vectors v"
+        " JOIN records r ON r.namespace = v.namespace AND r.rowid = v.record"
+        f" WHERE v.namespace = %s AND v.embedder_id = %s AND v.dimensions = %s AND {where}"
+        f" ORDER BY {expression} <#> %b::{kind} LIMIT %s",
+        [query, namespace, embedder_id, dimensions, *params, query, limit],
+    )
+
+
+def iterative_scan(conn: Connection, ef_search: int) -> None:
+    """This transaction's HNSW scans go on until enough rows pass the filters."""
+    conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+    conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef_search),))
+
+
+def exact(
+    conn: Connection,
+    columns: str,
+    where: str,
+    params: list[Any],
+    embedder_id: str,
+    query: np.ndarray,
+    limit: int,
+) -> list[tuple[Any, ...]]:
+    sql, values = exact_query(columns, where, params, embedder_id, query, limit)
+    return conn.execute(sql, values).fetchall()
+
+
+def approximate(
+    conn: Connection,
+    namespace: str,
+    columns: str,
+    where: str,
+    params: list[Any],
+    embedder_id: str,
+    query: np.ndarray,
+    limit: int,
+    ef_search: int,
+) -> list[tuple[Any, ...]] | None:
+    """:func:`approximate_query` run, re-sorted by similarity, ties by id."""
+    built = approximate_query(namespace, columns, where, params, embedder_id, query, limit)
+    if built is None:
+        return None
+    iterative_scan(conn, ef_search)
+    rows = conn.execute(*built).fetchall()
+    rows.sort(key=lambda row: (-row[-1], row[2]))  # columns start rowid, namespace, id
+    return rows

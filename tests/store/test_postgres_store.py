@@ -1,0 +1,110 @@
+"""What only the PostgreSQL backend has: its HNSW lane, its migrations, its URLs.
+
+Everything both backends share is tested once for both (the rest of tests/store and
+tests/service); these cover the PostgreSQL-only machinery behind the same answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from tests.support.pg import PgServer
+
+import memstrata
+from memstrata.domain.search import SearchRequest
+from memstrata.domain.time import now_us
+from memstrata.domain.validation import parse_model
+from memstrata.embedding import HashEmbedder
+from memstrata.memory import resolve_target
+from memstrata.store.postgres import vectors
+from memstrata.store.postgres.migrations import MIGRATIONS
+from memstrata.store.postgres.scope import scope_clause
+from memstrata.store.postgres.store import PostgresStore
+from memstrata.store.sqlite.rows import prefixed
+
+
+@pytest.fixture
+def pg_target(postgres_server: PgServer) -> Iterator[str]:
+    target = postgres_server.new_target()
+    yield target
+    postgres_server.drop_target(target)
+
+
+def test_hnsw_lane_fills_top_k_from_the_scope_and_agrees_with_exact(pg_target: str) -> None:
+    """Forced onto the index (exact_limit 0), a filtered search still returns top_k
+    in-scope hits — the scope is applied during the index scan, not after it."""
+    with memstrata.open(pg_target, embedder=HashEmbedder(dimensions=64),
+                        background_jobs=False) as m:  # fmt: skip
+        query = "solar panel battery storage"
+        near = [{"content": f"{query} {i}", "metadata": {"room": "a"}} for i in range(40)]
+        far = [{"content": f"unrelated words number {i}", "metadata": {"room": "b"}}
+               for i in range(15)]  # fmt: skip
+        m.upsert("ns", near + far)
+        store = m.service.store
+        assert isinstance(store, PostgresStore)
+        exact = m.search("ns", query, ranking="semantic", top_k=10, filter={"room": "b"})
+        store.exact_limit = 0
+        indexed = m.search("ns", query, ranking="semantic", top_k=10, filter={"room": "b"})
+        assert len(indexed.hits) == 10
+        assert all(h.record.metadata["room"] == "b" for h in indexed.hits)
+        assert indexed.ids() == exact.ids()
+        assert [h.score for h in indexed.hits] == pytest.approx([h.score for h in exact.hits])
+        everything = m.search("ns", query, ranking="semantic", top_k=5)
+        assert all(h.record.metadata["room"] == "a" for h in everything.hits)
+    with psycopg.connect(pg_target) as conn:
+        indexes = {
+            row[0]
+            for row in conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()"
+            )
+        }
+    assert {"vectors_hnsw_64", "records_tsv", "records_ns_live", "records_ns_created"} <= indexes
+
+
+def test_the_index_scan_itself_goes_on_until_top_k_rows_pass_the_filter(pg_target: str) -> None:
+    """No fallback involved: the HNSW scan alone returns top_k in-scope rows although
+    the 300 nearest records (more than ef_search) are all out of scope."""
+    with memstrata.open(pg_target, embedder=HashEmbedder(dimensions=32),
+                        background_jobs=False) as m:  # fmt: skip
+        query = "wind turbine blade"
+        m.upsert("ns", [{"content": f"{query} {i}", "metadata": {"room": "a"}} for i in range(300)])
+        m.upsert("ns", [{"content": f"other thing {i}", "metadata": {"room": "b"}}
+                        for i in range(12)])  # fmt: skip
+        store = m.service.store
+        assert isinstance(store, PostgresStore)
+        vector = m.service.embedder_for("ns").embed_query(query)  # type: ignore[union-attr]
+        request = parse_model(SearchRequest, {"query_vector": vector.tolist(),
+                                              "filter": {"room": "b"}})  # fmt: skip
+        where, params = scope_clause("r", "ns", request, request.window(now_us()))
+        embedder_id = m.embedder_id("ns")
+        with store.db.snapshot() as conn:
+            # at this size the planner would rather sort everything (exactly); make it
+            # read the HNSW index, as it does for large scopes
+            conn.execute("SET LOCAL enable_sort = off")
+            conn.execute("SET LOCAL enable_seqscan = off")
+            rows = vectors.approximate(conn, "ns", prefixed("r"), where, params, embedder_id,
+                                       vector, 10, ef_search=40)  # fmt: skip
+            exact = vectors.exact(conn, prefixed("r"), where, params, embedder_id, vector, 10)
+        assert rows is not None and len(rows) == 10
+        assert [row[2] for row in rows] == [row[2] for row in exact]
+
+
+def test_schema_is_created_once_and_versioned(pg_target: str) -> None:
+    memstrata.open(pg_target, embedder="none").close()
+    with memstrata.open(pg_target, embedder="none") as m:  # a second open migrates nothing
+        m.add("ns", "still here")
+    with psycopg.connect(pg_target) as conn:
+        rows = conn.execute("SELECT version, name FROM schema_migrations ORDER BY version")
+        assert rows.fetchall() == [(i, name) for i, (name, _) in enumerate(MIGRATIONS, start=1)]
+
+
+def test_postgres_urls_select_the_postgres_backend(pg_target: str) -> None:
+    assert resolve_target("postgresql://u@h/db") == "postgresql://u@h/db"
+    assert resolve_target("postgres://u@h/db") == "postgres://u@h/db"
+    with pytest.raises(memstrata.InvalidInput) as error:
+        resolve_target("mysql://u@h/db")
+    assert "postgresql://" in error.value.message
+    with memstrata.open(pg_target, embedder="none") as m:
+        assert m.service.store.backend == "postgres"

@@ -1,0 +1,1 @@
+"""Helpers shared by the test suites (a real PostgreSQL, raw table access)."""

@@ -1,0 +1,84 @@
+"""Reading and writing a store's tables behind its back, on either backend.
+
+Some tests must look under the API: that a failed batch changed no row, that a hard
+delete left no trace, that deriving a vector touched no record, or that the history
+walk survives a chain corrupted by hand. These helpers give them the same view on
+SQLite and PostgreSQL, each through a connection of its own.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import psycopg
+
+#: The tables holding records and what derives from them, per backend. PostgreSQL
+#: keeps the full-text vector in ``records`` itself (SQLite: ``records_fts``).
+TABLES = {
+    "sqlite": [
+        "records", "record_versions", "record_tags", "record_meta", "records_fts", "vectors",
+        "ledger", "namespaces",
+    ],
+    "postgres": [
+        "records", "record_versions", "record_tags", "record_meta", "vectors", "ledger",
+        "namespaces",
+    ],
+}  # fmt: skip
+#: Tables that hold a record's own data, so must be empty after its hard delete.
+RECORD_TABLES = ["records", "record_versions", "record_tags", "record_meta", "vectors"]
+
+
+def backend_of(target: str) -> str:
+    return "postgres" if target.startswith(("postgresql://", "postgres://")) else "sqlite"
+
+
+def dump_tables(target: str, tables: list[str] | None = None) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table (default: all of :data:`TABLES`), sorted."""
+    backend = backend_of(target)
+    names = tables if tables is not None else TABLES[backend]
+    return {name: sorted(rows, key=repr) for name, rows in _select_all(target, names).items()}
+
+
+def _select_all(target: str, names: list[str]) -> dict[str, list[tuple[Any, ...]]]:
+    if backend_of(target) == "postgres":
+        with psycopg.connect(target) as conn:
+            return {n: conn.execute(f"SELECT * FROM {n}".encode()).fetchall() for n in names}
+    conn = sqlite3.connect(target)
+    try:
+        return {n: conn.execute(f"SELECT * FROM {n}").fetchall() for n in names}
+    finally:
+        conn.close()
+
+
+def execute(target: str, sql: str, params: tuple[Any, ...] = ()) -> None:
+    """Runs one statement (``?`` placeholders) and commits it."""
+    if backend_of(target) == "postgres":
+        with psycopg.connect(target) as conn:  # commits on leaving the block
+            conn.execute(sql.replace("?", "%s").encode(), params)
+        return
+    conn = sqlite3.connect(target)
+    try:
+        with conn:
+            conn.execute(sql, params)
+    finally:
+        conn.close()
+
+
+def full_text_matches(target: str, word: str) -> int:
+    """How many rows of the full-text index hold ``word``."""
+    if backend_of(target) == "postgres":
+        with psycopg.connect(target) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM records WHERE tsv @@ to_tsquery('simple', %s)", (word,)
+            ).fetchone()
+    else:
+        conn = sqlite3.connect(target)
+        try:
+            row = conn.execute(
+                "SELECT count(*) FROM records_fts WHERE records_fts MATCH ?", (word,)
+            ).fetchone()
+        finally:
+            conn.close()
+    assert row is not None
+    return int(row[0])
