@@ -116,7 +116,7 @@ def run_locomo(path: Path, *, conversations: int | None = None) -> dict[str, Any
     samples = json.loads(path.read_text())
     if conversations is not None:
         samples = samples[:conversations]
-    workdir = Path(tempfile.mkdtemp(prefix="memstrata-locomo-"))
+    workdir = Path(tempfile.mkdtemp(prefix="msbench-locomo-"))
     started = time.perf_counter()
     per: dict[str, dict[str, list[dict[str, float]]]] = {r: defaultdict(list) for r in RANKINGS}
     times: dict[str, list[float]] = {r: [] for r in RANKINGS}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -203,7 +204,12 @@ def render(results: Path) -> Path:
 
 
 def plots(found: dict[str, Any], results: Path) -> None:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        print("no plots: matplotlib is not installed (pip install -r bench/requirements.txt)",
+              file=sys.stderr)  # fmt: skip
+        return
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -125,7 +125,7 @@ class PgServer:
     """A throwaway PostgreSQL started with scripts/pg-up, when no URL is given."""
 
     def __init__(self) -> None:
-        self.dir = tempfile.mkdtemp(prefix="memstrata-bench-pg-")
+        self.dir = tempfile.mkdtemp(prefix="msbench-pg-")
         self.url: str | None = None
 
     def start(self) -> str | None:
@@ -207,7 +207,7 @@ def run_speed(
         else:
             skipped[MEMSTRATA_PG] = "this tree has no PostgreSQL backend for memstrata.open yet"
             wanted = wanted - {"pg"}
-    workdir = Path(tempfile.mkdtemp(prefix="memstrata-bench-"))
+    workdir = Path(tempfile.mkdtemp(prefix="msbench-speed-"))
     engines: list[Engine] = []
     result: dict[str, Any] = {}
     try:
@@ -292,7 +292,14 @@ def measure_case(
         turn = able[j % len(able) :] + able[: j % len(able)]
         for engine in turn:
             t = time.perf_counter()
-            found = engine.search(query)
+            try:
+                found = engine.search(query)
+            except Exception as error:  # reported with the case, the others go on
+                if engine.name == MEMSTRATA:
+                    raise
+                failed[engine.name] = f"query {j}: {type(error).__name__}: {str(error)[:200]}"
+                able.remove(engine)
+                continue
             times[engine.name].append(time.perf_counter() - t)
             recalls[engine.name].append(truth.recall(query, found))
     scope = float(np.mean([truth.scopes[(case, q.index)].shape[0] for q in queries]))

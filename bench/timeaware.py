@@ -180,7 +180,7 @@ def dated(record: dict[str, Any]) -> dict[str, Any]:
 def run_timeaware(subjects: int = 500, *, seed: int = 11) -> dict[str, Any]:
     started = time.perf_counter()
     records, questions = generate(subjects, seed)
-    workdir = Path(tempfile.mkdtemp(prefix="memstrata-time-"))
+    workdir = Path(tempfile.mkdtemp(prefix="msbench-time-"))
     try:
         memory = memstrata.open(workdir / "time.db", embedder="local", background_jobs=False)
         with memory:

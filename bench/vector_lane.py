@@ -24,6 +24,7 @@ import platform
 import pstats
 import shutil
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -280,8 +281,8 @@ def breakdown(m: memstrata.Memory, data: Data, case: str, n: int) -> dict[str, A
             "scope SQL execute+fetchall",
             "rows -> numpy (np.array(rows), flag mask)",
             "cache refresh (incremental, no new rows)",
-            "gather in-scope rows (copy)",
-            "matvec",
+            "gather in-scope rows (copy; 0 if the store scores the whole matrix)",
+            "matvec (or matrix.scores)",
             "top_k",
             "hydrate 10 records (SQL + record_from_row)",
         )
@@ -327,10 +328,16 @@ def breakdown(m: memstrata.Memory, data: Data, case: str, n: int) -> dict[str, A
             t4 = time.perf_counter()
             matrix = cache.refresh(conn, embedder_id, DIMENSIONS)
             t5 = time.perf_counter()
-            gathered = matrix.gather(rowids)
-            t6 = time.perf_counter()
-            sims = gathered @ query
-            t7 = time.perf_counter()
+            if hasattr(matrix, "scores"):  # current store: one call, gathers or not
+                t6 = time.perf_counter()
+                sims = matrix.scores(rowids, query)
+                t7 = time.perf_counter()
+            else:  # older store: always gather, then matvec
+                gathered = matrix.gather(rowids)
+                t6 = time.perf_counter()
+                sims = gathered @ query
+                t7 = time.perf_counter()
+                del gathered
             chosen = top_k(sims, TOP_K)
             t8 = time.perf_counter()
             # alternatives for the scoring (same scores, timed for comparison only)
@@ -344,7 +351,7 @@ def breakdown(m: memstrata.Memory, data: Data, case: str, n: int) -> dict[str, A
             alt["alt: sort rowids, gather, matvec"].append(tb - ta)
             alt["alt: matvec over the whole matrix, pick in-scope"].append(tc - tb)
             del alt_sorted, alt_full
-            t8 = time.perf_counter()  # the alternatives are not part of the lane's steps
+            t8h = time.perf_counter()  # the alternatives are not part of the lane's steps
             by_rowid = {int(rowids[i]): float(sims[i]) for i in chosen}
             marks = ", ".join("?" for _ in by_rowid)
             hyd = conn.execute(
@@ -362,9 +369,8 @@ def breakdown(m: memstrata.Memory, data: Data, case: str, n: int) -> dict[str, A
         m.search(NAMESPACE, **opts)
         api.append(time.perf_counter() - t)
         for name, dt in zip(names, (t1 - t0, t3 - t2, t4 - t3, t5 - t4, t6 - t5, t7 - t6,
-                                    t8 - t7, t9 - t8), strict=True):  # fmt: skip
+                                    t8 - t7, t9 - t8h), strict=True):  # fmt: skip
             steps[name].append(dt)
-        del gathered
     out = {name: ms(v)["p50_ms"] for name, v in steps.items()}
     out["sum_of_p50s_ms"] = round(sum(out.values()), 3)
     return {"steps_p50_ms": out, "store_semantic_call_p50_ms": ms(whole)["p50_ms"],
@@ -379,76 +385,66 @@ def breakdown(m: memstrata.Memory, data: Data, case: str, n: int) -> dict[str, A
 
 
 def sql_variants(m: memstrata.Memory, data: Data, n_filtered: int, n_wide: int) -> dict[str, Any]:
-    """Diagnostics for the scope SQL: the store's statement vs. variants that return the
-    same rowids, to show what each part costs. Runs last: the final variant adds an index
-    to this (throw-away) benchmark file."""
+    """Diagnostics for the scope SQL: the store's statement (built by ``scope_clause``,
+    as ``semantic`` does) vs. variants that return the same rowids, to show what each
+    part costs."""
     conn = m.service.store.db.conn()
     embedder_id = m.service.embedder_for(NAMESPACE).embedder_id
     now = now_us()
+    exists = "EXISTS (SELECT 1 FROM vectors v WHERE v.record = r.rowid AND v.embedder_id = ?)"
     temporal = (
         "r.valid_from < ? AND (r.valid_to IS NULL OR r.valid_to > ?) AND r.deleted_at IS NULL"
     )
-    exists = "EXISTS (SELECT 1 FROM vectors v{hint} WHERE v.record = r.rowid AND v.embedder_id = ?)"
-    member = " AND r.rowid IN (SELECT record FROM record_meta WHERE key = ? AND value = ?)"
 
-    def variants(filtered: bool) -> dict[str, tuple[str, Any]]:
-        meta = member if filtered else ""
+    def store_where(room: str | None) -> tuple[str, list[Any]]:
+        opts: dict[str, Any] = {"query_vector": [1.0] * DIMENSIONS}
+        if room is not None:
+            opts["filter"] = {"room": room}
+        request = parse_model(SearchRequest, opts)
+        return scope_clause("r", NAMESPACE, request, request.window(now))
 
-        def mp(room: str) -> list[Any]:
-            return ["room", room] if filtered else []
+    def variants(filtered: bool) -> dict[str, Any]:
+        def pick(room: str) -> str | None:
+            return room if filtered else None
 
-        out: dict[str, tuple[str, Any]] = {
-            "store statement (as in semantic)": (
-                f"SELECT r.rowid, {exists.format(hint='')} FROM records r"
-                f" WHERE r.namespace = ?{meta} AND {temporal}",
-                lambda room: [embedder_id, NAMESPACE, *mp(room), now + 1, now],
-            ),
-            "same without the EXISTS(vectors) column": (
-                f"SELECT r.rowid FROM records r WHERE r.namespace = ?{meta} AND {temporal}",
-                lambda room: [NAMESPACE, *mp(room), now + 1, now],
-            ),
+        def store_sql(room: str) -> tuple[str, list[Any]]:
+            where, params = store_where(pick(room))
+            return f"SELECT r.rowid, {exists} FROM records r WHERE {where}", [
+                embedder_id, *params]  # fmt: skip
+
+        def no_exists(room: str) -> tuple[str, list[Any]]:
+            where, params = store_where(pick(room))
+            return f"SELECT r.rowid FROM records r WHERE {where}", params
+
+        out: dict[str, Any] = {
+            "store statement (as in semantic)": store_sql,
+            "same without the EXISTS(vectors) column": no_exists,
         }
-        out["same, records scanned in rowid order (+r.valid_from: no records_ns_valid)"] = (
-            f"SELECT r.rowid, {exists.format(hint='')} FROM records r WHERE r.namespace = ?{meta}"
-            f" AND {temporal.replace('r.valid_from', '+r.valid_from')}",
-            lambda room: [embedder_id, NAMESPACE, *mp(room), now + 1, now],
-        )
         if filtered:
-            out["without EXISTS, driven from record_meta (CROSS JOIN)"] = (
+            out["without EXISTS, driven from record_meta (CROSS JOIN)"] = lambda room: (
                 "SELECT r.rowid FROM record_meta m CROSS JOIN records r ON r.rowid = m.record"
                 f" WHERE m.key = ? AND m.value = ? AND r.namespace = ? AND {temporal}",
-                lambda room: ["room", room, NAMESPACE, now + 1, now],
+                ["room", room, NAMESPACE, now + 1, now],
             )
-            out["record_meta rowids only (no temporal check, superset)"] = (
+            out["record_meta rowids only (no temporal check, superset)"] = lambda room: (
                 "SELECT record FROM record_meta WHERE key = ? AND value = ?",
-                lambda room: ["room", room],
+                ["room", room],
             )
-        out["EXISTS via a narrow index vectors(record, embedder_id) [added]"] = (
-            f"SELECT r.rowid, {exists.format(hint=' INDEXED BY bench_vectors_record')}"
-            f" FROM records r WHERE r.namespace = ?{meta} AND {temporal}",
-            lambda room: [embedder_id, NAMESPACE, *mp(room), now + 1, now],
-        )
         return out
 
     result: dict[str, Any] = {}
     for case, n in (("filtered", n_filtered), ("unfiltered", n_wide)):
         out: dict[str, Any] = {}
         reference = None
-        for label, (sql, params) in variants(case == "filtered").items():
-            if "[added]" in label:
-                conn.execute(
-                    "CREATE INDEX IF NOT EXISTS bench_vectors_record"
-                    " ON vectors (record, embedder_id)"
-                )
+        for label, build in variants(case == "filtered").items():
             times = []
             for j in range(n):
-                room = f"room-{data.q_room[j]}"
+                sql, params = build(f"room-{data.q_room[j]}")
                 t = time.perf_counter()
-                rows = conn.execute(sql, params(room)).fetchall()
+                rows = conn.execute(sql, params).fetchall()
                 times.append(time.perf_counter() - t)
-            plan = [
-                str(r[-1]) for r in conn.execute("EXPLAIN QUERY PLAN " + sql, params("room-0"))
-            ]
+            sql, params = build("room-0")
+            plan = [str(r[-1]) for r in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
             got = sorted(r[0] for r in rows)
             if reference is None:
                 reference = got
@@ -456,7 +452,6 @@ def sql_variants(m: memstrata.Memory, data: Data, n_filtered: int, n_wide: int) 
                           "per_row_us": round(float(np.median(times)) * 1e6 / max(1, len(rows)), 2),
                           "plan": plan}  # fmt: skip
         result[case] = out
-    conn.execute("DROP INDEX IF EXISTS bench_vectors_record")
     return result
 
 
@@ -508,6 +503,47 @@ def table_shape(m: memstrata.Memory) -> dict[str, Any]:
     return out
 
 
+def split_cold(path: str, data: Data) -> dict[str, float]:
+    """Where the cold first search goes: a fresh open, the matrix load alone (the
+    store's VectorCache.refresh from seq 0), then the first search with the matrix in."""
+    t0 = time.perf_counter()
+    m = memstrata.open(path, embedder=HashEmbedder(dimensions=DIMENSIONS), background_jobs=False)
+    store = m.service.store
+    embedder_id = m.service.embedder_for(NAMESPACE).embedder_id
+    with store.db.snapshot() as conn:
+        t1 = time.perf_counter()
+        store._vectors.refresh(conn, embedder_id, DIMENSIONS)
+        t2 = time.perf_counter()
+    m.search(NAMESPACE, query_vector=data.Q[0].tolist(), top_k=TOP_K,
+             filter={"room": f"room-{data.q_room[0]}"})  # fmt: skip
+    t3 = time.perf_counter()
+    m.close()
+    return {"open_and_connect": round((t1 - t0) * 1000, 1),
+            "matrix_load (refresh from seq 0)": round((t2 - t1) * 1000, 1),
+            "first_search_after_load": round((t3 - t2) * 1000, 1)}  # fmt: skip
+
+
+def src_version() -> dict[str, Any]:
+    """The commit the package was at, and whether src/ had local changes (others edit it)."""
+    root = Path(memstrata.__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--", "src"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split("\n")
+        return {"commit": head, "src_changes": [d for d in dirty if d]}  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return {"commit": None}
+
+
 # -- main ---------------------------------------------------------------------------
 
 
@@ -518,9 +554,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--centres", type=int, default=1000)
     ap.add_argument("--batch", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--wide-queries", type=int, default=None,
-                    help="queries for the unfiltered and historical cases (default: --queries"
-                    " up to 20k records, else 20: each scans ~80-100 %% of the rows)")
+    ap.add_argument(
+        "--wide-queries",
+        type=int,
+        default=None,
+        help="queries for the unfiltered and historical cases (default: --queries"
+        " up to 20k records, else 20: each scans ~80-100 %% of the rows)",
+    )
     ap.add_argument("--breakdown-queries", type=int, default=30)
     ap.add_argument("--out", default="bench/results/vector_lane.json")
     ap.add_argument("--db", default=None, help="database file (default: a temp dir, removed)")
@@ -553,9 +593,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ing = ingest(m, data, args.batch)
         m.close()
         print(f"ingest: {ing['rows_per_s']} rows/s ({ing['seconds']} s)", flush=True)
-        db_bytes = sum(
-            os.path.getsize(path + s) for s in ("", "-wal") if os.path.exists(path + s)
-        )
+        db_bytes = sum(os.path.getsize(path + s) for s in ("", "-wal") if os.path.exists(path + s))
 
         # reopen: the first search of a process loads the whole matrix (cold)
         m = memstrata.open(path, embedder=HashEmbedder(dimensions=DIMENSIONS),
@@ -565,6 +603,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                  filter={"room": f"room-{data.q_room[0]}"})  # fmt: skip
         cold_ms = (time.perf_counter() - t) * 1000
         print(f"cold first search (loads matrix): {cold_ms:.1f} ms", flush=True)
+        cold_split = split_cold(path, data)
 
         X64 = data.X.astype(np.float64)
         cases: dict[str, Any] = {}
@@ -631,9 +670,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                   flush=True)  # fmt: skip
         shape = table_shape(m)
         cold_variants = cold_load_variants(m)
-        variants = sql_variants(
-            m, data, min(args.breakdown_queries, args.queries), min(5, wide)
-        )
+        variants = sql_variants(m, data, min(args.breakdown_queries, args.queries), min(5, wide))
         m.close()
 
         result = {
@@ -653,10 +690,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             },
             "ingest": ing,
             "cold_first_search_ms": round(cold_ms, 1),
+            "cold_split_ms": cold_split,
             "cases": cases,
             "cold_load_sql": cold_variants,
             "scope_sql_variants": variants,
             "table_shape": shape,
+            "src": src_version(),
             "machine": {
                 "cpu_count": os.cpu_count(),
                 "loadavg_at_start": load_start,
@@ -665,8 +704,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "sqlite": sqlite3.sqlite_version,
                 "python": platform.python_version(),
                 "platform": platform.platform(),
-                "blas_thread_env": {k: os.environ.get(k) for k in (
-                    "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")},
+                "blas_thread_env": {
+                    k: os.environ.get(k)
+                    for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+                },
             },
             "total_seconds": round(time.perf_counter() - started, 1),
         }
@@ -689,9 +730,12 @@ def print_table(r: dict[str, Any]) -> None:
           f"{mach['cpu_count']} CPUs, numpy {mach['numpy']}, SQLite {mach['sqlite']}, "
           f"load avg {mach['loadavg_at_start'][0]}→{mach['loadavg_at_end'][0]}\n")  # fmt: skip
     print(f"ingest: {r['ingest']['rows_per_s']:,} rows/s · cold first search (loads the "
-          f"matrix): {r['cold_first_search_ms']} ms\n")  # fmt: skip
-    print("| case | queries | in-scope rows | p50 ms | p95 ms | CPU p50 ms | recall@10 "
-          "| floor p50 ms | p50 / floor |")
+          f"matrix): {r['cold_first_search_ms']} ms\n\ncold, again, split (ms): "
+          f"{r['cold_split_ms']}\n")  # fmt: skip
+    print(
+        "| case | queries | in-scope rows | p50 ms | p95 ms | CPU p50 ms | recall@10 "
+        "| floor p50 ms | p50 / floor |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for case, e in r["cases"].items():
         print(f"| {case} | {e['queries']} | {e['in_scope_rows_mean']:,.0f} | "
@@ -705,8 +749,12 @@ def print_table(r: dict[str, Any]) -> None:
     print("\n| step (p50 ms) | " + " | ".join(r["cases"]) + " |")
     print("|---|" + "---:|" * len(r["cases"]))
     steps = list(next(iter(r["cases"].values()))["breakdown"]["steps_p50_ms"])
-    rows = [*steps, "store_semantic_call_p50_ms", "m_search_call_p50_ms",
-            "service_and_other_overhead_ms"]
+    rows = [
+        *steps,
+        "store_semantic_call_p50_ms",
+        "m_search_call_p50_ms",
+        "service_and_other_overhead_ms",
+    ]
     first = next(iter(r["cases"].values()))["breakdown"]
     rows += list(first.get("gather_plus_matvec_alternatives_p50_ms", {}))
     for step in rows:

@@ -207,3 +207,21 @@ def test_reindex_reembeds_everything(store_target: str) -> None:
     with open_with(store_target, CountingEmbedder()) as m:
         m.upsert("ns", [{"id": f"r{i}", "content": f"item {i}"} for i in range(3)])
         assert m.reindex("ns").embedded == 3
+
+
+def test_a_content_change_retires_the_old_vector(store_target: str) -> None:
+    """The vector of the old text must never answer for the new text, not even from
+    the in-process vector cache: the record is unembedded until re-embedded."""
+    flaky = CountingEmbedder(fail_after=1)
+    probe = CountingEmbedder.vector("quiet river").tolist()  # searched without a provider call
+    with open_with(store_target, flaky) as m:
+        m.upsert("ns", [{"id": "r", "content": "quiet river"}])
+        first = m.search("ns", query_vector=probe)
+        assert first.ids() == ["r"] and first.unembedded == 0
+        result = m.upsert("ns", [{"id": "r", "content": "loud engine"}])
+        assert any(w.startswith("embedding_failed") for w in result.warnings)
+        after = m.search("ns", query_vector=probe)
+        assert after.ids() == [] and after.unembedded == 1
+        flaky.fail_after = None
+        assert m.embed("ns").embedded == 1
+        assert m.search("ns", "loud engine", ranking="semantic").unembedded == 0

@@ -42,12 +42,32 @@ def redacted(url: str) -> str:
     return f"postgresql://{info.get('user', '')}@{host}:{port}/{db or ''}"
 
 
-def connect(url: str) -> Connection:
-    """One autocommit connection (migrations, tools); the pool serves everything else."""
+CONNECT_TIMEOUT = 10  # seconds, unless the URL sets connect_timeout
+
+
+def connect_options(url: str) -> dict[str, Any]:
+    """Options for every connection: autocommit, and a connect timeout unless the URL
+    has one (libpq waits forever by default)."""
     try:
-        return psycopg.connect(url, autocommit=True)
+        info = psycopg.conninfo.conninfo_to_dict(url)
     except psycopg.ProgrammingError as error:
         raise InvalidInput(f"storage url is not a valid PostgreSQL URL: {error}") from None
+    options: dict[str, Any] = {"autocommit": True}
+    if "connect_timeout" not in info:
+        options["connect_timeout"] = CONNECT_TIMEOUT
+    return options
+
+
+def connect(url: str) -> Connection:
+    """One autocommit connection (migrations, tools); the pool serves everything else.
+
+    A server that cannot be reached is a ``ConnectionError`` (an ``OSError``, like a
+    SQLite file that cannot be opened), its message without the URL's password."""
+    options = connect_options(url)
+    try:
+        return psycopg.connect(url, **options)
+    except psycopg.OperationalError as error:
+        raise ConnectionError(f"cannot connect to {redacted(url)}: {error}") from None
 
 
 class Database:
@@ -66,7 +86,7 @@ class Database:
             url,
             min_size=min_size,
             max_size=max_size,
-            kwargs={"autocommit": True},
+            kwargs=connect_options(url),
             configure=configure,
             open=False,
             name="memstrata",

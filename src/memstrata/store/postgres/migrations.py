@@ -127,19 +127,19 @@ def m001_records(conn: Connection) -> None:
             WHERE num IS NOT NULL;
 
         -- Derived: one unit vector per (record, embedder). The column has no fixed
-        -- dimension; each dimension in use gets its own partial HNSW index over
-        -- embedding::vector(N) (created on first use, see vectors.py).
+        -- dimension; a dimension gets its own partial HNSW index over
+        -- embedding::vector(N) when a search first needs one (see vectors.py).
         CREATE TABLE vectors (
             namespace    text COLLATE "C" NOT NULL,
             record       bigint NOT NULL,
             embedder_id  text COLLATE "C" NOT NULL,
             dimensions   integer NOT NULL,
             embedding    vector NOT NULL CHECK (vector_dims(embedding) = dimensions),
-            PRIMARY KEY (namespace, record, embedder_id),
+            -- dimensions included: "which in-scope records have a vector" is index-only
+            PRIMARY KEY (namespace, record, embedder_id) INCLUDE (dimensions),
             FOREIGN KEY (namespace, record) REFERENCES records (namespace, rowid)
                 ON DELETE CASCADE
         );
-        CREATE INDEX vectors_embedder ON vectors (namespace, embedder_id, dimensions);
 
         -- Durable jobs (embed, reindex): state and counts; the records are the cursor.
         CREATE TABLE jobs (

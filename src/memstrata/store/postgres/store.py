@@ -14,10 +14,13 @@ protocol hands it record rowids only, so on Citus it reaches every shard.
 from __future__ import annotations
 
 import json
+import logging
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import psycopg
 from pgvector.psycopg import register_vector
 
 from memstrata.domain.auth import Capability, Token
@@ -31,6 +34,8 @@ from memstrata.store.postgres.connection import Connection, Database, connect
 from memstrata.store.postgres.migrations import apply_migrations
 from memstrata.store.postgres.scope import metadata_clause, scope_clause
 from memstrata.store.sqlite.rows import prefixed, record_from_row, record_from_snapshot
+
+log = logging.getLogger("memstrata.store.postgres")
 
 HISTORY_LIMIT = 1000
 #: Scopes with at most this many embedded records are ranked exactly; larger ones
@@ -54,6 +59,34 @@ def _configure(conn: Connection) -> None:
     register_vector(conn)
 
 
+class FreshStatistics:
+    """ANALYZEs the tables after this process's first writes, at 500, 1,000, 2,000, …
+    rows. Autovacuum gathers statistics too, but only every minute or so: a store
+    loaded and searched within that minute would be planned as if its tables held
+    one row each — nested loops that cost seconds at a few thousand rows."""
+
+    TABLES = "records, record_tags, record_meta, vectors"
+    FIRST = 500
+    LAST = 2_000_000  # past this, autovacuum's own thresholds are what matter
+
+    def __init__(self) -> None:
+        self._written = 0
+        self._due = self.FIRST
+        self._lock = threading.Lock()
+
+    def wrote(self, db: Database, rows: int) -> None:
+        with self._lock:
+            self._written += rows
+            if self._written < self._due or self._due > self.LAST:
+                return
+            self._due *= 2
+        try:
+            with db.connection() as conn:
+                conn.execute(f"ANALYZE {self.TABLES}")
+        except psycopg.Error as error:  # statistics help; their absence is not an error
+            log.warning("ANALYZE after the first writes failed: %s", error)
+
+
 class PostgresStore:
     """Implements the Store protocol on one PostgreSQL database (with pgvector ≥ 0.8).
 
@@ -68,6 +101,7 @@ class PostgresStore:
             apply_migrations(conn, now_us())
         self.db = Database(url, max_size=pool_size, configure=_configure)
         self._indexes = vectors.VectorIndexes()
+        self._statistics = FreshStatistics()
 
     def close(self) -> None:
         self.db.close()
@@ -83,15 +117,14 @@ class PostgresStore:
         actor: str,
         embedder_id: str | None = None,
     ) -> list[tuple[str, int]]:
-        if embedder_id is not None:
-            for dimensions in {len(r.vector) for r in records if r.vector is not None}:
-                self._indexes.ensure(self.db, dimensions)
-        return self.db.write(
+        written = self.db.write(
             lambda conn: writes.upsert_many(
                 conn, namespace, records, now=now, actor=actor, embedder_id=embedder_id
             ),
             pipeline=True,
         )
+        self._statistics.wrote(self.db, len(records))
+        return written
 
     def invalidate(self, namespace: str, record_id: str, at: int, *, now: int, actor: str) -> int:
         return self.db.write(
@@ -155,8 +188,6 @@ class PostgresStore:
         now: int,
         actor: str,
     ) -> None:
-        self._indexes.ensure(self.db, int(np.asarray(vector).shape[0]))
-
         def work(conn: Connection) -> None:
             rowid, record = writes.require(conn, namespace, record_id)
             writes.store_vector(conn, namespace, rowid, embedder_id, vector)
@@ -258,6 +289,7 @@ class PostgresStore:
         dimensions = int(query.shape[0])
         where, params = scope_clause("r", namespace, request, window)
         columns = prefixed("r")
+        build = False
         with self.db.snapshot() as conn:
             counted = conn.execute(
                 "SELECT count(*), count(v.record) FROM records r LEFT JOIN vectors v"
@@ -269,15 +301,25 @@ class PostgresStore:
             if embedded == 0:
                 return [], total
             rows: list[tuple[Any, ...]] | None = None
-            if embedded > self.exact_limit:
+            indexed = embedded > self.exact_limit and vectors.index_type(dimensions) is not None
+            if indexed and not self._indexes.ready(conn, dimensions):
+                build = True  # outside this transaction: a concurrent build waits for it
+            elif indexed:
+                # the relaxed scan's first rows are not always the nearest: read twice
+                # as many, keep the best (recall 0.87 -> 0.91 at 100k, bench/backends.py)
                 rows = vectors.approximate(
-                    conn, namespace, columns, where, params, embedder_id, query, limit,
-                    ef_search=min(1000, max(64, 2 * limit)),
+                    conn, namespace, columns, where, params, embedder_id, query, 2 * limit,
+                    ef_search=min(1000, max(100, 2 * limit)),
                 )  # fmt: skip
                 if rows is not None and len(rows) < min(limit, embedded):
                     rows = None  # the index scan ran out before the scope did: rank exactly
-            if rows is None:
+                rows = None if rows is None else rows[:limit]
+            if rows is None and not build:
                 rows = vectors.exact(conn, columns, where, params, embedder_id, query, limit)
+        if build:
+            self._indexes.ensure(self.db, dimensions)
+            return self.semantic(namespace, request, window, embedder_id, query, limit)
+        assert rows is not None
         hits = [
             (record_from_row(row, with_payload=request.include_payload), float(row[-1]))
             for row in rows
@@ -289,6 +331,11 @@ class PostgresStore:
         with self.db.connection() as conn:
             row = conn.execute(f"SELECT count(*) FROM records r WHERE {where}", params).fetchone()
         return int(row[0]) if row else 0
+
+    def build_vector_index(self, dimensions: int) -> None:
+        """Builds the HNSW index of one vector dimension now (a search builds it when
+        it first needs it; after a bulk load an operator may build it ahead)."""
+        self._indexes.ensure(self.db, dimensions)
 
     # -- derived vectors ----------------------------------------------------------
 
@@ -333,8 +380,6 @@ class PostgresStore:
         record. Returns how many were stored."""
         if not items:
             return 0
-        for dimensions in {int(np.asarray(vector).shape[0]) for _, _, vector in items}:
-            self._indexes.ensure(self.db, dimensions)
 
         def work(conn: Connection) -> int:
             current = {
@@ -353,7 +398,9 @@ class PostgresStore:
                     stored += 1
             return stored
 
-        return self.db.write(work, pipeline=True)
+        stored = self.db.write(work, pipeline=True)
+        self._statistics.wrote(self.db, stored)
+        return stored
 
     def clear_vectors(self, namespace: str, embedder_id: str) -> int:
         """Drops a namespace's vectors for ``embedder_id`` (reindex makes them a backlog)."""

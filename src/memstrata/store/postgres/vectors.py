@@ -1,12 +1,12 @@
 """The vector lane on PostgreSQL: exact for small scopes, HNSW with iterative scans
 for large ones, and a true pre-filter either way.
 
-Vectors live in one ``vectors`` table, unit length, as untyped ``vector``; each
-dimension in use gets a partial HNSW index over ``embedding::vector(N)`` (or
-``halfvec(N)`` past pgvector's 2,000-dimension limit for ``vector``), created the
-first time a vector of that size is stored. The index uses inner product, which on
-unit vectors orders exactly as cosine does and gives the same similarity the SQLite
-lane computes (stored unit vector · query vector).
+Vectors live in one ``vectors`` table, unit length, as untyped ``vector``; a
+dimension gets a partial HNSW index over ``embedding::vector(N)`` (or ``halfvec(N)``
+past pgvector's 2,000-dimension limit for ``vector``) when a search first needs one
+(see :class:`VectorIndexes`). The index uses inner product, which on unit vectors
+orders exactly as cosine does and gives the same similarity the SQLite lane computes
+(stored unit vector · query vector).
 
 A search first counts the in-scope records and how many of them have a vector
 (``unembedded`` needs that anyway). A scope of at most ``exact_limit`` embedded
@@ -58,38 +58,67 @@ def index_expression(dimensions: int) -> str | None:
 
 
 class VectorIndexes:
-    """Creates each dimension's HNSW index once (idempotent, under an advisory lock)."""
+    """Each dimension's HNSW index: built the first time a search needs it, once.
+
+    Until a scope holds more than ``exact_limit`` embedded records no search reads an
+    index, so none is kept up to date: a store that never grows that large never pays
+    for one, and a bulk load into an empty store runs without it. The first search
+    that wants it builds it (``CREATE INDEX CONCURRENTLY``: writers are not blocked),
+    under an advisory lock so one process builds and the others wait for it; an index
+    left invalid by an interrupted build is dropped and built again. From then on
+    PostgreSQL keeps it current on every write."""
 
     def __init__(self) -> None:
-        self._known: set[int] = set()
+        self._ready: set[int] = set()
         self._lock = threading.Lock()
 
+    def ready(self, conn: Connection, dimensions: int) -> bool:
+        """Whether the dimension's index exists and is valid (a catalog read)."""
+        if dimensions in self._ready:
+            return True
+        if _state(conn, dimensions) is True:
+            self._ready.add(dimensions)
+            return True
+        return False
+
     def ensure(self, db: Database, dimensions: int) -> None:
+        """Builds the dimension's index unless it exists. Call it outside any open
+        transaction of this process: a concurrent build waits for those to end."""
         dimensions = _dimensions(dimensions)
         kind = index_type(dimensions)
-        with self._lock:
-            if dimensions in self._known or kind is None:
+        if kind is None:
+            return
+        with self._lock, db.connection() as conn:
+            if self.ready(conn, dimensions):
                 return
-            name = f"vectors_hnsw_{dimensions}"
-            with db.connection() as conn:
-                exists = conn.execute(
-                    "SELECT to_regclass(quote_ident(current_schema()) || '.' || %s) IS NOT NULL",
-                    (name,),
-                ).fetchone()
-                if not (exists and exists[0]):
-                    with conn.transaction():
-                        conn.execute(
-                            "SELECT pg_advisory_xact_lock(hashtextextended("
-                            "current_schema() || 'memstrata.vectors', 0))"
-                        )
-                        # CREATE INDEX takes no bind parameters: N is an int checked above
-                        conn.execute(
-                            f"CREATE INDEX IF NOT EXISTS {name} ON vectors USING hnsw"
-                            f" ((embedding::{kind}({dimensions})) {kind}_ip_ops)"
-                            f" WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
-                            f" WHERE dimensions = {dimensions}".encode()
-                        )
-            self._known.add(dimensions)
+            lock = "current_schema() || 'memstrata.vectors'"
+            conn.execute(f"SELECT pg_advisory_lock(hashtextextended({lock}, 0))")
+            try:
+                state = _state(conn, dimensions)
+                name = f"vectors_hnsw_{dimensions}"
+                if state is False:  # an interrupted build left it invalid
+                    conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}".encode())
+                if state is not True:
+                    # DDL takes no bind parameters: N is an int checked above
+                    conn.execute(
+                        f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON vectors USING hnsw"
+                        f" ((embedding::{kind}({dimensions})) {kind}_ip_ops)"
+                        f" WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
+                        f" WHERE dimensions = {dimensions}".encode()
+                    )
+            finally:
+                conn.execute(f"SELECT pg_advisory_unlock(hashtextextended({lock}, 0))")
+            self._ready.add(dimensions)
+
+
+def _state(conn: Connection, dimensions: int) -> bool | None:
+    """True: the index is valid; False: it exists but is invalid; None: no index."""
+    row = conn.execute(
+        "SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid ="
+        " to_regclass(quote_ident(current_schema()) || '.' || %s)",
+        (f"vectors_hnsw_{int(dimensions)}",),
+    ).fetchone()
+    return None if row is None else bool(row[0])
 
 
 def exact_query(

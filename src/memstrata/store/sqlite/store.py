@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 from collections.abc import Sequence
@@ -228,19 +229,16 @@ class SqliteStore:
         no vector yet (``unembedded``)."""
         where, params = scope_clause("r", namespace, request, window)
         with self.db.snapshot() as conn:
-            rows = conn.execute(
-                f"SELECT r.rowid, EXISTS (SELECT 1 FROM vectors v WHERE v.record = r.rowid"
-                f" AND v.embedder_id = ?) FROM records r WHERE {where}",
-                [embedder_id, *params],
-            ).fetchall()
-            if not rows:
+            rows = conn.execute(f"SELECT r.rowid FROM records r WHERE {where}", params)
+            in_scope = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64)
+            if in_scope.shape[0] == 0:
                 return [], 0
-            flags = np.array(rows, dtype=np.int64)
-            rowids = flags[flags[:, 1] == 1, 0]
-            unembedded = int(flags.shape[0] - rowids.shape[0])
+            # The cache, refreshed inside this read, knows which records have a vector.
+            matrix = self._vectors.refresh(conn, embedder_id, int(query.shape[0]))
+            rowids = in_scope[matrix.has(in_scope)]
+            unembedded = int(in_scope.shape[0] - rowids.shape[0])
             if rowids.shape[0] == 0:
                 return [], unembedded
-            matrix = self._vectors.refresh(conn, embedder_id, int(query.shape[0]))
             similarities = matrix.scores(rowids, query.astype(np.float32))
             chosen = top_k(similarities, limit)
             by_rowid = {int(rowids[i]): float(similarities[i]) for i in chosen}
@@ -265,7 +263,8 @@ class SqliteStore:
         marks = ", ".join("?" for _ in ids)
         rows = self.db.conn().execute(
             f"SELECT r.id, v.vector FROM records r JOIN vectors v ON v.record = r.rowid"
-            f" WHERE r.namespace = ? AND v.embedder_id = ? AND r.id IN ({marks})",
+            f" WHERE r.namespace = ? AND v.embedder_id = ? AND v.dimensions > 0"
+            f" AND r.id IN ({marks})",
             [namespace, embedder_id, *ids],
         )
         return {row[0]: np.frombuffer(row[1], dtype="<f4").tolist() for row in rows}
@@ -277,7 +276,7 @@ class SqliteStore:
             for row in self.db.conn().execute(
                 "SELECT r.rowid, r.content_hash, r.content FROM records r WHERE r.namespace = ?"
                 " AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.record = r.rowid"
-                " AND v.embedder_id = ?) ORDER BY r.rowid LIMIT ?",
+                " AND v.embedder_id = ? AND v.dimensions > 0) ORDER BY r.rowid LIMIT ?",
                 (namespace, embedder_id, limit),
             )
         ]
@@ -287,7 +286,8 @@ class SqliteStore:
             self.db.conn()
             .execute(
                 "SELECT count(*) FROM records r WHERE r.namespace = ? AND NOT EXISTS"
-                " (SELECT 1 FROM vectors v WHERE v.record = r.rowid AND v.embedder_id = ?)",
+                " (SELECT 1 FROM vectors v WHERE v.record = r.rowid AND v.embedder_id = ?"
+                " AND v.dimensions > 0)",
                 (namespace, embedder_id),
             )
             .fetchone()
@@ -312,12 +312,11 @@ class SqliteStore:
     def clear_vectors(self, namespace: str, embedder_id: str) -> int:
         """Drops a namespace's vectors for ``embedder_id`` (reindex makes them a backlog)."""
         with self.db.atomic() as conn:
-            cursor = conn.execute(
-                "DELETE FROM vectors WHERE embedder_id = ? AND record IN"
-                " (SELECT rowid FROM records WHERE namespace = ?)",
-                (embedder_id, namespace),
+            return writes.withdraw_vectors(
+                conn,
+                "embedder_id = ? AND record IN (SELECT rowid FROM records WHERE namespace = ?)",
+                [embedder_id, namespace],
             )
-            return cursor.rowcount
 
     # -- jobs ---------------------------------------------------------------------
 

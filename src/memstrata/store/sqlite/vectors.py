@@ -6,9 +6,10 @@ in one numpy matrix, refreshed incrementally from ``vectors.seq`` before every
 search; it is never a source of truth. The scope (namespace, filters, the temporal
 rule) is decided in SQL first — a true pre-filter — and only those rows are scored.
 
-Stale cache rows cannot leak: the scope query only returns records that currently
-have a vector for the embedder, record rowids are never reused (AUTOINCREMENT), and
-a rewritten vector gets a new ``seq`` and so replaces its cached row.
+Stale cache rows cannot leak: a vector is never deleted while its record lives, it
+is withdrawn (no dimensions, new ``seq``), so a refresh sees every change; a rewritten
+vector gets a new ``seq`` and replaces its cached row; and record rowids are never
+reused (AUTOINCREMENT), so a hard-deleted record's cached row is never in scope.
 """
 
 from __future__ import annotations
@@ -46,6 +47,17 @@ class _Matrix:
         self.count = need
         self.rows[self.position[rowids]] = vectors
 
+    def withdraw(self, rowids: np.ndarray) -> None:
+        inside = rowids[rowids < self.position.shape[0]]
+        self.position[inside] = -1
+
+    def has(self, rowids: np.ndarray) -> np.ndarray:
+        """Which of these records have a vector (a boolean mask)."""
+        found = np.zeros(rowids.shape[0], dtype=bool)
+        inside = rowids < self.position.shape[0]
+        found[inside] = self.position[rowids[inside]] >= 0
+        return found
+
     def gather(self, rowids: np.ndarray) -> np.ndarray:
         return self.rows[self.position[rowids]]
 
@@ -73,15 +85,21 @@ class VectorCache:
             if matrix is None or matrix.dimensions != dimensions:
                 matrix = self._matrices[embedder_id] = _Matrix(dimensions)
             rows = conn.execute(
-                "SELECT record, vector, seq FROM vectors WHERE embedder_id = ? AND seq > ?"
-                " AND dimensions = ? ORDER BY seq",
+                "SELECT record, vector, seq, dimensions FROM vectors WHERE embedder_id = ?"
+                " AND seq > ? AND dimensions IN (?, 0) ORDER BY seq",
                 (embedder_id, matrix.seq, dimensions),
             ).fetchall()
             if rows:
-                rowids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-                blob = b"".join(r[1] for r in rows)
-                vectors = np.frombuffer(blob, dtype="<f4").reshape(len(rows), dimensions)
-                matrix.put(rowids, vectors)
+                # one row per record and embedder: its latest state, present or withdrawn
+                present = [r for r in rows if r[3]]
+                gone = [r[0] for r in rows if not r[3]]
+                if gone:
+                    matrix.withdraw(np.asarray(gone, dtype=np.int64))
+                if present:
+                    rowids = np.fromiter((r[0] for r in present), np.int64, len(present))
+                    blob = b"".join(r[1] for r in present)
+                    vectors = np.frombuffer(blob, dtype="<f4").reshape(len(present), dimensions)
+                    matrix.put(rowids, vectors)
                 matrix.seq = rows[-1][2]
             return matrix
 

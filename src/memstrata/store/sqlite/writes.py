@@ -113,6 +113,18 @@ def store_vector(
     )
 
 
+def withdraw_vectors(conn: sqlite3.Connection, where: str, params: Sequence[Any]) -> int:
+    """Marks vectors as gone (no dimensions, no data) under a fresh ``seq`` instead of
+    deleting them, so every process's vector cache sees the withdrawal on refresh."""
+    cursor = conn.execute(
+        "UPDATE vectors SET dimensions = 0, vector = x'',"
+        " seq = (SELECT coalesce(max(seq), 0) + 1 FROM vectors)"
+        f" WHERE dimensions > 0 AND {where}",
+        list(params),
+    )
+    return cursor.rowcount
+
+
 def _key_holder(
     conn: sqlite3.Connection, namespace: str, key: str, record_id: str, now: int
 ) -> str | None:
@@ -256,7 +268,7 @@ def upsert_one(
     content_changed = existing is not None and existing.content != record.content
     rowid = save(conn, rowid, record)
     if content_changed:
-        conn.execute("DELETE FROM vectors WHERE record = ?", (rowid,))  # derived from old text
+        withdraw_vectors(conn, "record = ?", [rowid])  # they were derived from the old text
     if incoming.vector is not None and embedder_id is not None:
         store_vector(conn, rowid, embedder_id, np.asarray(incoming.vector, dtype=np.float32))
     op = "create" if existing is None else "update"
