@@ -451,7 +451,11 @@ class Service:
                     "whose vectors it could be compared with"
                 )
             check_dimensions(embedder, request.query_vector, "query_vector")
-            return Ranking.SEMANTIC, np.asarray(request.query_vector, dtype=np.float32)
+            vector = np.asarray(request.query_vector, dtype=np.float32)
+            norm = float(np.linalg.norm(vector))
+            if norm == 0.0:
+                raise InvalidInput("query_vector must not be all zeros (it has no direction)")
+            return Ranking.SEMANTIC, vector / norm  # scores are then cosine similarities
         if ranking == Ranking.LEXICAL:
             return ranking, None
         if ranking == Ranking.AUTO and not query_words(request.query or ""):

@@ -225,3 +225,12 @@ def test_a_content_change_retires_the_old_vector(store_target: str) -> None:
         flaky.fail_after = None
         assert m.embed("ns").embedded == 1
         assert m.search("ns", "loud engine", ranking="semantic").unembedded == 0
+
+
+def test_query_vectors_are_compared_by_cosine(store_target: str) -> None:
+    with open_with(store_target, CountingEmbedder()) as m:
+        m.upsert("ns", [{"id": "v", "content": "x", "vector": [0, 0, 0, 1, 0, 0, 0, 0]}])
+        hit = m.search("ns", query_vector=[0, 0, 0, 5, 0, 0, 0, 0]).hits[0]
+        assert hit.score == pytest.approx(1.0)  # not 5: the query is normalised
+        with pytest.raises(memstrata.InvalidInput):
+            m.search("ns", query_vector=[0.0] * 8)
