@@ -451,17 +451,17 @@ class Service:
                     "whose vectors it could be compared with"
                 )
             check_dimensions(embedder, request.query_vector, "query_vector")
-            vector = np.asarray(request.query_vector, dtype=np.float32)
-            norm = float(np.linalg.norm(vector))
+            given = np.asarray(request.query_vector, dtype=np.float32)
+            norm = float(np.linalg.norm(given))
             if norm == 0.0:
                 raise InvalidInput("query_vector must not be all zeros (it has no direction)")
-            return Ranking.SEMANTIC, vector / norm  # scores are then cosine similarities
+            return Ranking.SEMANTIC, given / norm  # scores are then cosine similarities
         if ranking == Ranking.LEXICAL:
             return ranking, None
         if ranking == Ranking.AUTO and not query_words(request.query or ""):
             return Ranking.LEXICAL, None  # nothing to match or embed; the caller warns
         reason = None
-        vector = None
+        vector: np.ndarray | None = None
         if embedder is None:
             reason = f"namespace {namespace!r} has no embedder configured"
         else:
