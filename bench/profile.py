@@ -92,9 +92,14 @@ def profile_memstrata(
 def scope_sql(
     engine: MemstrataEngine, by_case: dict[str, list[Query]], n: int = 20
 ) -> dict[str, Any]:
-    """The semantic lane's scope statement as the store runs it (a rowid plus an EXISTS
-    probe into ``vectors`` per in-scope row) against the same statement without the
-    probe, to show what the probe costs. Read-only; SQLite store only."""
+    """The semantic lane's scope statement (``SELECT r.rowid FROM records r WHERE
+    <scope>``, read into numpy as the store does) timed alone, beside the whole
+    ``SqliteStore.semantic`` call: how much of the lane is deciding the scope.
+    Read-only; SQLite store only."""
+    import itertools
+
+    import numpy as np
+
     from memstrata.domain.search import SearchRequest
     from memstrata.domain.time import now_us
     from memstrata.store.sqlite.scope import scope_clause
@@ -107,8 +112,8 @@ def scope_sql(
     embedder_id = engine.embedder.embedder_id
     out: dict[str, Any] = {}
     for case in ("semantic", "semantic_filtered", "semantic_as_of"):
-        variants: dict[str, list[float]] = {"with EXISTS probe (as the store runs it)": [],
-                                             "without the probe": []}  # fmt: skip
+        scope_times: list[float] = []
+        lane_times: list[float] = []
         rows = 0
         for query in by_case[case][:n]:
             options: dict[str, Any] = {"query_vector": query.vector.tolist()}
@@ -117,23 +122,26 @@ def scope_sql(
             if query.at_us is None:
                 options["include_historical"] = True
             elif case == "semantic_as_of":
-                options["as_of"] = query.at_us and _iso(query.at_us)
+                options["as_of"] = _iso(query.at_us)
             request = SearchRequest.model_validate(options)
-            where, params = scope_clause("r", engine.namespace, request, request.window(now_us()))
-            probe = (
-                "SELECT r.rowid, EXISTS (SELECT 1 FROM vectors v WHERE v.record = r.rowid"
-                f" AND v.embedder_id = ?) FROM records r WHERE {where}"
-            )
-            plain = f"SELECT r.rowid FROM records r WHERE {where}"
-            for label_, sql, args in (
-                ("with EXISTS probe (as the store runs it)", probe, [embedder_id, *params]),
-                ("without the probe", plain, params),
-            ):
-                t = time.perf_counter()
-                rows = len(conn.execute(sql, args).fetchall())
-                variants[label_].append(time.perf_counter() - t)
-        out[case] = {name: round(sorted(v)[len(v) // 2] * 1000, 3) for name, v in variants.items()}
-        out[case]["rows"] = rows
+            window = request.window(now_us())
+            where, params = scope_clause("r", engine.namespace, request, window)
+            t = time.perf_counter()
+            found = conn.execute(f"SELECT r.rowid FROM records r WHERE {where}", params)
+            rows = np.fromiter(itertools.chain.from_iterable(found), dtype=np.int64).shape[0]
+            scope_times.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            store.semantic(engine.namespace, request, window, embedder_id, query.vector, 10)
+            lane_times.append(time.perf_counter() - t)
+        scope = sorted(scope_times)[len(scope_times) // 2] * 1000
+        lane = sorted(lane_times)[len(lane_times) // 2] * 1000
+        out[case] = {
+            "scope_statement_ms": round(scope, 3),
+            "store_semantic_ms": round(lane, 3),
+            "scope_share": round(scope / lane, 3) if lane else None,
+            "rows": rows,
+            "us_per_row": round(scope * 1000 / rows, 3) if rows else None,
+        }
     return out
 
 

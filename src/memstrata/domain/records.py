@@ -8,6 +8,7 @@ import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+import numpy as np
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -157,7 +158,7 @@ class Record(BaseModel):
         if vector is not None:
             if not vector:
                 raise ValueError("must hold at least one number")
-            if not all(math.isfinite(x) for x in vector):
+            if not np.isfinite(np.asarray(vector, dtype=np.float64)).all():
                 raise ValueError("must hold only finite numbers")
         return vector
 
