@@ -399,6 +399,9 @@ class Service:
     def search(self, namespace: str, request: SearchRequest) -> SearchResult:
         validate_namespace(namespace)
         self.policy.check_search(request)
+        if request.expand:
+            # refused rather than silently ignored: the knowledge graph is not built yet
+            raise InvalidInput("expand: graph expansion is not available yet; search without it")
         window = request.window(now_us())
         warnings: list[str] = []
         embedder = self.embedder_for(namespace)

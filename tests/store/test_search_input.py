@@ -92,3 +92,10 @@ def test_semantic_without_an_embedder_is_refused(store_target: str) -> None:
         memory.add("ns", "anything")
         with pytest.raises(memstrata.SemanticUnavailable):
             memory.search("ns", "anything", ranking="semantic")
+
+
+def test_graph_expansion_is_refused_until_it_exists(memory: Memory) -> None:
+    memory.add("ns", "a note")
+    with pytest.raises(memstrata.InvalidInput) as error:
+        memory.search("ns", "note", expand=True)
+    assert "expand" in error.value.message
