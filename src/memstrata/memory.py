@@ -60,6 +60,24 @@ def to_record(data: RecordLike, field: str) -> Record:
     return parse_model(Record, dict(data), field)
 
 
+def expire_request(
+    filter: Mapping[str, Any] | None,
+    predicates: list[Any] | None,
+    action: str,
+    max_rows: int | None,
+) -> ExpireRequest:
+    """The keyword form of ``expire`` (shared by ``Memory`` and ``Client``) as a request."""
+    return parse_model(
+        ExpireRequest,
+        {
+            "filter": dict(filter or {}),
+            "predicates": predicates or [],
+            "action": action,
+            "max_rows": max_rows,
+        },
+    )
+
+
 class Memory:
     """A memory store opened in this process. Thread-safe; several processes may
     open the same file."""
@@ -116,16 +134,7 @@ class Memory:
         action: str = "invalidate",
         max_rows: int | None = None,
     ) -> int:
-        request = parse_model(
-            ExpireRequest,
-            {
-                "filter": dict(filter or {}),
-                "predicates": predicates or [],
-                "action": action,
-                "max_rows": max_rows,
-            },
-        )
-        return self.service.expire(namespace, request)
+        return self.service.expire(namespace, expire_request(filter, predicates, action, max_rows))
 
     def verify(self, namespace: str, id: str, reviewer: str) -> int:
         return self.service.verify(namespace, id, reviewer)

@@ -25,11 +25,11 @@ from pydantic import BaseModel
 
 from memstrata.domain.errors import ERRORS_BY_CODE, MemstrataError, ProviderFailed
 from memstrata.domain.records import Record, UpsertResult, validate_record_id
-from memstrata.domain.search import ExpireRequest, SearchRequest, SearchResult
+from memstrata.domain.search import SearchRequest, SearchResult
 from memstrata.domain.time import format_instant, parse_instant
 from memstrata.domain.validation import parse_model
 from memstrata.jobs.embed import JobReport, Progress
-from memstrata.memory import RecordLike, to_record
+from memstrata.memory import RecordLike, expire_request, to_record
 
 DEFAULT_TIMEOUT = 60.0
 JOB_POLL_SECONDS = (0.05, 1.0)  # first and longest wait between job polls
@@ -144,15 +144,7 @@ class Client:
         action: str = "invalidate",
         max_rows: int | None = None,
     ) -> int:
-        request = parse_model(
-            ExpireRequest,
-            {
-                "filter": dict(filter or {}),
-                "predicates": predicates or [],
-                "action": action,
-                "max_rows": max_rows,
-            },
-        )
+        request = expire_request(filter, predicates, action, max_rows)
         response = self._call(
             "POST", f"/v1/namespaces/{_segment(namespace)}/expire", request.model_dump(mode="json")
         )

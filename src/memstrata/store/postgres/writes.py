@@ -19,6 +19,7 @@ import numpy as np
 
 from memstrata.domain.errors import InvalidInput, NotFound, VersionConflict, WriteConflict
 from memstrata.domain.records import Record
+from memstrata.domain.rules import supersession_closure
 from memstrata.domain.search import parse_number
 from memstrata.domain.time import format_instant, from_us, to_us
 from memstrata.store.postgres import lexical
@@ -244,33 +245,9 @@ def _close_superseded(
     if found is None:
         raise NotFound(f"{field} names {old_id!r}, which does not exist in namespace {namespace!r}")
     rowid, old = found
-    if old.superseded_by == new.id:
-        return old  # already closed by this very record: a re-upsert, not a fork
-    if old.superseded_by is not None:
-        raise WriteConflict(
-            f"{field}: {old_id!r} was already superseded by {old.superseded_by!r}; "
-            "supersede the newest record of the chain instead (chains never fork)"
-        )
-    if old.deleted_at is not None:
-        raise WriteConflict(f"{field}: {old_id!r} is deleted; it cannot be superseded")
-    assert old.valid_from is not None
-    if new.valid_from <= old.valid_from:
-        raise InvalidInput(
-            f"valid_from of {new.id!r} ({format_instant(to_us(new.valid_from))}) must be later "
-            f"than valid_from of the record it supersedes, {old_id!r} "
-            f"({format_instant(to_us(old.valid_from))})"
-        )
-    closed_at = new.valid_from
-    if old.valid_to is not None and old.valid_to < closed_at:
-        closed_at = old.valid_to  # an earlier invalidation stands; never reopen it
-    closed = old.model_copy(
-        update={
-            "valid_to": closed_at,
-            "superseded_by": new.id,
-            "updated_at": from_us(now),
-            "version": (old.version or 0) + 1,
-        }
-    )
+    closed = supersession_closure(old, new, field, now)
+    if closed is None:
+        return old
     batch.save(rowid, closed)
     ledger(conn, at=now, op="close", namespace=namespace, record_id=old_id,
            version=closed.version, actor=actor, detail={"superseded_by": new.id})  # fmt: skip
