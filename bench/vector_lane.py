@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
+import itertools
 import json
 import os
 import platform
@@ -40,7 +41,7 @@ from memstrata.domain.time import now_us
 from memstrata.domain.validation import parse_model
 from memstrata.embedding import HashEmbedder
 from memstrata.store.sqlite.rows import COLUMNS, record_from_row
-from memstrata.store.sqlite.scope import scope_clause
+from memstrata.store.sqlite.scope import scope_clause, scope_rowids
 from memstrata.store.sqlite.vectors import top_k
 
 NAMESPACE = "bench"
@@ -269,32 +270,25 @@ def scope_rows(data: Data, case: str, j: int) -> np.ndarray:
 
 
 def breakdown(m: memstrata.Memory, data: Data, case: str, n: int) -> dict[str, Any]:
-    """Re-runs SqliteStore.semantic step by step (same SQL, same cache), timing each step."""
+    """Re-runs SqliteStore.semantic step by step (its own scope call, the same cache),
+    timing each step."""
     store = m.service.store
     conn = store.db.conn()
     cache = store._vectors  # the store's own VectorCache (private; a bench may peek)
     embedder_id = m.service.embedder_for(NAMESPACE).embedder_id
-    steps: dict[str, list[float]] = {
-        k: []
-        for k in (
-            "parse SearchRequest (pydantic, 384 floats)",
-            "scope SQL execute+fetchall",
-            "rows -> numpy (np.array(rows), flag mask)",
-            "cache refresh (incremental, no new rows)",
-            "gather in-scope rows (copy; 0 if the store scores the whole matrix)",
-            "matvec (or matrix.scores)",
-            "top_k",
-            "hydrate 10 records (SQL + record_from_row)",
-        )
-    }
-    names = list(steps)
+    names = (
+        "parse SearchRequest (pydantic, 384 floats)",
+        "scope: SQL to a numpy array of rowids (store.in_scope)",
+        "cache refresh (incremental, no new rows)",
+        "which in-scope records have a vector (matrix.has)",
+        "score (matrix.scores: gather + matvec)",
+        "top_k",
+        "hydrate 10 records (SQL + record_from_row)",
+    )
+    steps: dict[str, list[float]] = {name: [] for name in names}
     in_scope = []
     whole: list[float] = []
     api: list[float] = []
-    alt: dict[str, list[float]] = {
-        "alt: sort rowids, gather, matvec": [],
-        "alt: matvec over the whole matrix, pick in-scope": [],
-    }
     plan: list[str] = []
     for j in range(n):
         q = data.Q[j]
@@ -307,58 +301,30 @@ def breakdown(m: memstrata.Memory, data: Data, case: str, n: int) -> dict[str, A
         request = parse_model(SearchRequest, opts)
         t1 = time.perf_counter()
         window = request.window(now_us())
-        where, params = scope_clause("r", NAMESPACE, request, window)
-        sql = (
-            f"SELECT r.rowid, EXISTS (SELECT 1 FROM vectors v WHERE v.record = r.rowid"
-            f" AND v.embedder_id = ?) FROM records r WHERE {where}"
-        )
         if not plan:
-            plan = [
-                str(row[-1])
-                for row in conn.execute("EXPLAIN QUERY PLAN " + sql, [embedder_id, *params])
-            ]
+            sql, params = scope_rowids(NAMESPACE, request, window)
+            plan = [str(row[-1]) for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
         query = np.asarray(request.query_vector, dtype=np.float32)
         conn.execute("BEGIN")
         try:
             t2 = time.perf_counter()
-            rows = conn.execute(sql, [embedder_id, *params]).fetchall()
+            scope = store.in_scope(conn, NAMESPACE, request, window)
             t3 = time.perf_counter()
-            flags = np.array(rows, dtype=np.int64)
-            rowids = flags[flags[:, 1] == 1, 0]
-            t4 = time.perf_counter()
             matrix = cache.refresh(conn, embedder_id, DIMENSIONS)
+            t4 = time.perf_counter()
+            rowids = scope[matrix.has(scope)]
             t5 = time.perf_counter()
-            if hasattr(matrix, "scores"):  # current store: one call, gathers or not
-                t6 = time.perf_counter()
-                sims = matrix.scores(rowids, query)
-                t7 = time.perf_counter()
-            else:  # older store: always gather, then matvec
-                gathered = matrix.gather(rowids)
-                t6 = time.perf_counter()
-                sims = gathered @ query
-                t7 = time.perf_counter()
-                del gathered
+            sims = matrix.scores(rowids, query)
+            t6 = time.perf_counter()
             chosen = top_k(sims, TOP_K)
-            t8 = time.perf_counter()
-            # alternatives for the scoring (same scores, timed for comparison only)
-            ta = time.perf_counter()
-            alt_sorted = matrix.gather(np.sort(rowids)) @ query
-            tb = time.perf_counter()
-            alt_full = (matrix.rows[: matrix.count] @ query)[matrix.position[rowids]]
-            tc = time.perf_counter()
-            assert np.allclose(np.sort(alt_sorted), np.sort(sims), atol=1e-5)
-            assert np.allclose(alt_full, sims, atol=1e-5)
-            alt["alt: sort rowids, gather, matvec"].append(tb - ta)
-            alt["alt: matvec over the whole matrix, pick in-scope"].append(tc - tb)
-            del alt_sorted, alt_full
-            t8h = time.perf_counter()  # the alternatives are not part of the lane's steps
+            t7 = time.perf_counter()
             by_rowid = {int(rowids[i]): float(sims[i]) for i in chosen}
             marks = ", ".join("?" for _ in by_rowid)
             hyd = conn.execute(
                 f"SELECT {COLUMNS} FROM records WHERE rowid IN ({marks})", list(by_rowid)
             ).fetchall()
             _ = [record_from_row(r, with_payload=False) for r in hyd]
-            t9 = time.perf_counter()
+            t8 = time.perf_counter()
         finally:
             conn.execute("COMMIT")
         in_scope.append(len(rowids))
@@ -368,14 +334,13 @@ def breakdown(m: memstrata.Memory, data: Data, case: str, n: int) -> dict[str, A
         t = time.perf_counter()
         m.search(NAMESPACE, **opts)
         api.append(time.perf_counter() - t)
-        for name, dt in zip(names, (t1 - t0, t3 - t2, t4 - t3, t5 - t4, t6 - t5, t7 - t6,
-                                    t8 - t7, t9 - t8h), strict=True):  # fmt: skip
+        durations = (t1 - t0, t3 - t2, t4 - t3, t5 - t4, t6 - t5, t7 - t6, t8 - t7)
+        for name, dt in zip(names, durations, strict=True):
             steps[name].append(dt)
     out = {name: ms(v)["p50_ms"] for name, v in steps.items()}
     out["sum_of_p50s_ms"] = round(sum(out.values()), 3)
     return {"steps_p50_ms": out, "store_semantic_call_p50_ms": ms(whole)["p50_ms"],
             "m_search_call_p50_ms": ms(api)["p50_ms"],
-            "gather_plus_matvec_alternatives_p50_ms": {k: ms(v)["p50_ms"] for k, v in alt.items()},
             # what m.search adds on top of SqliteStore.semantic (parse, plan, fuse, result),
             # paired query by query
             "service_and_other_overhead_ms": round(
@@ -385,72 +350,68 @@ def breakdown(m: memstrata.Memory, data: Data, case: str, n: int) -> dict[str, A
 
 
 def sql_variants(m: memstrata.Memory, data: Data, n_filtered: int, n_wide: int) -> dict[str, Any]:
-    """Diagnostics for the scope SQL: the store's statement (built by ``scope_clause``,
-    as ``semantic`` does) vs. variants that return the same rowids, to show what each
-    part costs."""
-    conn = m.service.store.db.conn()
-    embedder_id = m.service.embedder_for(NAMESPACE).embedder_id
+    """Diagnostics for the scope step: the store's own ``in_scope`` (the statement from
+    ``scope_rowids``, one text value turned into numpy) vs. variants that produce the
+    same rowids, to show what each part costs. Every time includes the numpy array."""
+    store = m.service.store
+    conn = store.db.conn()
     now = now_us()
-    exists = "EXISTS (SELECT 1 FROM vectors v WHERE v.record = r.rowid AND v.embedder_id = ?)"
-    temporal = (
-        "r.valid_from < ? AND (r.valid_to IS NULL OR r.valid_to > ?) AND r.deleted_at IS NULL"
-    )
 
-    def store_where(room: str | None) -> tuple[str, list[Any]]:
+    def request_for(room: str | None) -> tuple[SearchRequest, Any]:
         opts: dict[str, Any] = {"query_vector": [1.0] * DIMENSIONS}
         if room is not None:
             opts["filter"] = {"room": room}
         request = parse_model(SearchRequest, opts)
-        return scope_clause("r", NAMESPACE, request, request.window(now))
+        return request, request.window(now)
 
-    def variants(filtered: bool) -> dict[str, Any]:
-        def pick(room: str) -> str | None:
-            return room if filtered else None
+    def rows_to_numpy(sql: str, params: list[Any]) -> np.ndarray:
+        return np.fromiter(itertools.chain.from_iterable(conn.execute(sql, params)), np.int64)
 
-        def store_sql(room: str) -> tuple[str, list[Any]]:
-            where, params = store_where(pick(room))
-            return f"SELECT r.rowid, {exists} FROM records r WHERE {where}", [
-                embedder_id, *params]  # fmt: skip
+    def store_in_scope(room: str | None) -> np.ndarray:
+        return store.in_scope(conn, NAMESPACE, *request_for(room))
 
-        def no_exists(room: str) -> tuple[str, list[Any]]:
-            where, params = store_where(pick(room))
-            return f"SELECT r.rowid FROM records r WHERE {where}", params
+    def one_row_each(room: str | None) -> np.ndarray:
+        return rows_to_numpy(*scope_rowids(NAMESPACE, *request_for(room)))
 
-        out: dict[str, Any] = {
-            "store statement (as in semantic)": store_sql,
-            "same without the EXISTS(vectors) column": no_exists,
-        }
-        if filtered:
-            out["without EXISTS, driven from record_meta (CROSS JOIN)"] = lambda room: (
-                "SELECT r.rowid FROM record_meta m CROSS JOIN records r ON r.rowid = m.record"
-                f" WHERE m.key = ? AND m.value = ? AND r.namespace = ? AND {temporal}",
-                ["room", room, NAMESPACE, now + 1, now],
-            )
-            out["record_meta rowids only (no temporal check, superset)"] = lambda room: (
-                "SELECT record FROM record_meta WHERE key = ? AND value = ?",
-                ["room", room],
-            )
-        return out
+    def records_driven(room: str | None) -> np.ndarray:
+        where, params = scope_clause("r", NAMESPACE, *request_for(room))
+        return rows_to_numpy(f"SELECT r.rowid FROM records r WHERE {where}", params)
 
+    def membership_only(room: str | None) -> np.ndarray:
+        return rows_to_numpy(
+            "SELECT record FROM record_meta WHERE namespace = ? AND key = 'room' AND value = ?",
+            [NAMESPACE, room],
+        )
+
+    variants: dict[str, Any] = {
+        "store.in_scope (scope rows carry validity; group_concat -> numpy)": store_in_scope,
+        "same statement, one Python row per record": one_row_each,
+        "records-driven scope_clause, one row per record (the lane before)": records_driven,
+    }
     result: dict[str, Any] = {}
     for case, n in (("filtered", n_filtered), ("unfiltered", n_wide)):
         out: dict[str, Any] = {}
         reference = None
-        for label, build in variants(case == "filtered").items():
+        chosen = dict(variants)
+        if case == "filtered":
+            chosen["record_meta rowids only (no temporal check, superset)"] = membership_only
+        for label, run in chosen.items():
             times = []
             for j in range(n):
-                sql, params = build(f"room-{data.q_room[j]}")
+                room = f"room-{data.q_room[j]}" if case == "filtered" else None
                 t = time.perf_counter()
-                rows = conn.execute(sql, params).fetchall()
+                got = run(room)
                 times.append(time.perf_counter() - t)
-            sql, params = build("room-0")
-            plan = [str(r[-1]) for r in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
-            got = sorted(r[0] for r in rows)
+            got = np.sort(got)
             if reference is None:
                 reference = got
-            out[label] = {**ms(times), "rows": len(rows), "same_rowids_as_store": got == reference,
-                          "per_row_us": round(float(np.median(times)) * 1e6 / max(1, len(rows)), 2),
-                          "plan": plan}  # fmt: skip
+            per_row_us = float(np.median(times)) * 1e6 / max(1, len(got))
+            out[label] = {**ms(times), "rows": int(got.shape[0]),
+                          "per_row_us": round(per_row_us, 3),
+                          "same_rowids_as_store": bool(np.array_equal(got, reference))}  # fmt: skip
+        example = "room-0" if case == "filtered" else None
+        sql, params = scope_rowids(NAMESPACE, *request_for(example))
+        out["store plan"] = [str(r[-1]) for r in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
         result[case] = out
     return result
 
@@ -768,6 +729,8 @@ def print_table(r: dict[str, Any]) -> None:
         print(f"\n| {case} scope SQL variant | p50 ms | rows | µs/row | same rowids |")
         print("|---|---:|---:|---:|---|")
         for label, v in variants.items():
+            if not isinstance(v, dict):  # the store statement's query plan
+                continue
             print(f"| {label} | {v['p50_ms']} | {v['rows']:,} | {v['per_row_us']} | "
                   f"{v['same_rowids_as_store']} |")  # fmt: skip
     print("\n| cold matrix load SQL | ms |\n|---|---:|")

@@ -234,3 +234,19 @@ def test_query_vectors_are_compared_by_cosine(store_target: str) -> None:
         assert hit.score == pytest.approx(1.0)  # not 5: the query is normalised
         with pytest.raises(memstrata.InvalidInput):
             m.search("ns", query_vector=[0.0] * 8)
+
+
+def test_a_vector_written_after_a_hard_delete_is_seen_by_every_cache(store_target: str) -> None:
+    """Hard-deleting the newest vector must not let the next vector reuse its place in
+    the change order: a process whose cache already saw the deleted one would skip it."""
+    with (
+        open_with(store_target, CountingEmbedder()) as writer,
+        open_with(store_target, CountingEmbedder()) as reader,
+    ):
+        writer.upsert("ns", [{"id": "a", "content": "quiet river"}])
+        writer.upsert("ns", [{"id": "b", "content": "loud engine"}])
+        assert sorted(reader.search("ns", "river", ranking="semantic").ids()) == ["a", "b"]
+        writer.delete("ns", "b", hard=True)
+        writer.upsert("ns", [{"id": "c", "content": "calm lake"}])
+        assert sorted(reader.search("ns", "river", ranking="semantic").ids()) == ["a", "c"]
+        assert sorted(writer.search("ns", "river", ranking="semantic").ids()) == ["a", "c"]

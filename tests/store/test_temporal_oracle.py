@@ -125,6 +125,9 @@ class TemporalMachine(RuleBasedStateMachine):
         assert result.ids == [w["id"] for w in writes]
         for write, f in zip(writes, batch, strict=True):
             self.model[write["id"]] = self.as_model(write, f)
+        # The same records in a namespace no rule touches: nothing of it may leak into
+        # "ns" (a leaked copy would show as a duplicate id or an out-of-scope hit).
+        self.memory.upsert("shadow", writes)
 
     # -- helpers --------------------------------------------------------------
 
@@ -291,6 +294,7 @@ class TemporalMachine(RuleBasedStateMachine):
     @rule(
         data=st.data(),
         word=st.sampled_from(WORDS),
+        ranking=st.sampled_from(["lexical", "semantic"]),
         mode=st.sampled_from(["current", "historical", "as_of", "between"]),
         tag=sometimes(st.sampled_from(TAGS)),
         kind=sometimes(st.sampled_from(["note", "fact"])),
@@ -303,12 +307,14 @@ class TemporalMachine(RuleBasedStateMachine):
             )
         ),
     )
-    def search(self, data, word, mode, tag, kind, room, predicate) -> None:  # type: ignore[no-untyped-def]
+    def search(self, data, word, ranking, mode, tag, kind, room, predicate) -> None:  # type: ignore[no-untyped-def]
+        """Lexical: the records holding ``word``; semantic: every in-scope record (each
+        has a vector and top_k exceeds the scope). Either way, exactly the scope."""
         day = st.integers(-2, 50)
         if self.boundary_days():
             edge = st.sampled_from(self.boundary_days())
             day = st.one_of(day, edge, edge, edge)
-        options: dict = {"top_k": 1000, "ranking": "lexical"}
+        options: dict = {"top_k": 1000, "ranking": ranking}
         window: tuple[int, int] | None
         if mode == "historical":
             options["include_historical"] = True
@@ -345,7 +351,7 @@ class TemporalMachine(RuleBasedStateMachine):
             options["predicates"] = [{"key": key, "op": op, "values": values}]
 
         def in_scope(m: Model) -> bool:
-            if word not in m.content.split():
+            if ranking == "lexical" and word not in m.content.split():
                 return False
             if window is not None:
                 start, end = window

@@ -201,6 +201,65 @@ def m001_records(conn: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m002_scope_rows_carry_validity(conn: sqlite3.Connection) -> None:
+    """Tag and metadata rows carry their record's namespace and validity, so a filtered
+    scope is one range of one index: no look-up into ``records`` per member row."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE record_tags_v2 (
+            namespace   TEXT NOT NULL,
+            tag         TEXT NOT NULL,
+            record      INTEGER NOT NULL REFERENCES records (rowid) ON DELETE CASCADE,
+            valid_from  INTEGER NOT NULL,
+            valid_to    INTEGER,
+            deleted_at  INTEGER,
+            PRIMARY KEY (namespace, tag, record)
+        ) WITHOUT ROWID;
+        INSERT INTO record_tags_v2
+            SELECT r.namespace, t.tag, t.record, r.valid_from, r.valid_to, r.deleted_at
+            FROM record_tags t JOIN records r ON r.rowid = t.record;
+        DROP TABLE record_tags;
+        ALTER TABLE record_tags_v2 RENAME TO record_tags;
+        CREATE INDEX record_tags_record ON record_tags (record);
+
+        CREATE TABLE record_meta_v2 (
+            namespace   TEXT NOT NULL,
+            key         TEXT NOT NULL,
+            value       TEXT NOT NULL,
+            record      INTEGER NOT NULL REFERENCES records (rowid) ON DELETE CASCADE,
+            num         REAL,
+            valid_from  INTEGER NOT NULL,
+            valid_to    INTEGER,
+            deleted_at  INTEGER,
+            PRIMARY KEY (namespace, key, value, record)
+        ) WITHOUT ROWID;
+        INSERT INTO record_meta_v2
+            SELECT r.namespace, m.key, m.value, m.record, m.num,
+                   r.valid_from, r.valid_to, r.deleted_at
+            FROM record_meta m JOIN records r ON r.rowid = m.record;
+        DROP TABLE record_meta;
+        ALTER TABLE record_meta_v2 RENAME TO record_meta;
+        CREATE INDEX record_meta_record ON record_meta (record);
+        CREATE INDEX record_meta_num ON record_meta (namespace, key, num) WHERE num IS NOT NULL;
+        """,
+    )
+
+
+@migration
+def m003_vector_seq_counter(conn: sqlite3.Connection) -> None:
+    """A counter for ``vectors.seq`` that never goes back, even when the newest vector
+    is removed by a hard delete."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE vector_seq (value INTEGER NOT NULL);
+        INSERT INTO vector_seq SELECT coalesce(max(seq), 0) FROM vectors;
+        """,
+    )
+
+
 def run_script(conn: sqlite3.Connection, script: str) -> None:
     """Runs statements one by one: ``executescript`` would commit the open transaction."""
     for statement in script.split(";\n"):

@@ -1,12 +1,14 @@
 """The WHERE clause every retrieval leg shares: scope, trust and the temporal rule.
 
-This is the only place the overlap rule of SPEC §3 is written as SQL. Filters are
-written as ``rowid IN (…)`` over the tag and metadata tables so SQLite can drive a
-selective scope from their indexes instead of scanning the namespace.
+This is the only place the overlap rule of SPEC §3 is written as SQL. Tag and
+metadata filters are rows of ``record_tags`` / ``record_meta``, indexed by
+namespace first; those rows repeat their record's validity, so a filtered scope
+can be decided from one index range without reading a record row.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from memstrata.domain.search import NUMERIC_OPS, Op, Predicate, SearchRequest
@@ -20,6 +22,7 @@ def temporal_clause(
 ) -> tuple[str, list[Any]]:
     """Validity overlaps ``[start, end)`` and the record is not tombstoned.
 
+    ``alias`` is ``records`` or a scope row, which carry the same three columns.
     ``None`` is include_historical: no temporal clause and no tombstone clause.
     ``use_index=False`` writes the same test so SQLite will not drive the scan by it."""
     if window is None:
@@ -32,29 +35,76 @@ def temporal_clause(
     )
 
 
+@dataclass(frozen=True)
+class _Member:
+    """One tag or metadata condition: a test on rows of ``table`` in one namespace."""
+
+    table: str
+    test: str  # over the row's columns, each written as {c}column
+    params: tuple[Any, ...]
+
+    def rows(self, alias: str) -> str:
+        """The namespace and the test, over rows of ``table`` aliased ``alias``."""
+        return f"{alias}.namespace = ? AND " + self.test.format(c=f"{alias}.")
+
+    def subquery(self) -> str:
+        return f"SELECT record FROM {self.table} m WHERE {self.rows('m')}"
+
+
+def _members(
+    filters: dict[str, str], predicates: list[Predicate], tags: list[str]
+) -> list[_Member]:
+    members = [_Member("record_tags", "{c}tag = ?", (tag,)) for tag in tags]
+    members += [
+        _Member("record_meta", "{c}key = ? AND {c}value = ?", (key, value))
+        for key, value in filters.items()
+    ]
+    for predicate in predicates:
+        values: list[Any]
+        if predicate.op in NUMERIC_OPS:
+            test, values = f"{{c}}num {_NUMERIC_SQL[predicate.op]} ?", [predicate.number()]
+        elif predicate.op == Op.EQ:
+            test, values = "{c}value = ?", [predicate.values[0]]
+        elif predicate.op == Op.NEQ:
+            test, values = "{c}value <> ?", [predicate.values[0]]
+        else:
+            test = f"{{c}}value IN ({', '.join('?' for _ in predicate.values)})"
+            values = list(predicate.values)
+        members.append(_Member("record_meta", "{c}key = ? AND " + test, (predicate.key, *values)))
+    return members
+
+
+def _membership(column: str, namespace: str, members: list[_Member]) -> tuple[list[str], list[Any]]:
+    """``column IN (…)`` per member, ``column`` being a record rowid."""
+    clauses = [f"{column} IN ({member.subquery()})" for member in members]
+    params: list[Any] = []
+    for member in members:
+        params += [namespace, *member.params]
+    return clauses, params
+
+
 def metadata_clause(
-    alias: str, filters: dict[str, str], predicates: list[Predicate]
+    column: str, namespace: str, filters: dict[str, str], predicates: list[Predicate]
 ) -> tuple[list[str], list[Any]]:
+    """The metadata filters and predicates, as ``column IN (…)`` over record rowids."""
+    return _membership(column, namespace, _members(filters, predicates, []))
+
+
+def _record_clauses(alias: str, request: SearchRequest, plus: str) -> tuple[list[str], list[Any]]:
+    """The scope terms only a record row can answer: kind, creation time and trust."""
     clauses: list[str] = []
     params: list[Any] = []
-    member = f"{alias}.rowid IN (SELECT record FROM record_meta WHERE key = ? AND "
-    for key, value in filters.items():
-        clauses.append(member + "value = ?)")
-        params += [key, value]
-    for predicate in predicates:
-        if predicate.op in NUMERIC_OPS:
-            clauses.append(member + f"num {_NUMERIC_SQL[predicate.op]} ?)")
-            params += [predicate.key, predicate.number()]
-        elif predicate.op == Op.EQ:
-            clauses.append(member + "value = ?)")
-            params += [predicate.key, predicate.values[0]]
-        elif predicate.op == Op.NEQ:
-            clauses.append(member + "value <> ?)")
-            params += [predicate.key, predicate.values[0]]
-        else:
-            marks = ", ".join("?" for _ in predicate.values)
-            clauses.append(member + f"value IN ({marks}))")
-            params += [predicate.key, *predicate.values]
+    if request.kind is not None:
+        clauses.append(f"{plus}{alias}.kind = ?")
+        params.append(request.kind)
+    if request.created_after is not None:
+        clauses.append(f"{alias}.created_at > ?")
+        params.append(to_us(request.created_after))
+    if request.created_before is not None:
+        clauses.append(f"{alias}.created_at < ?")
+        params.append(to_us(request.created_before))
+    if request.min_trust == "verified":
+        clauses.append(f"{alias}.trust = 'verified'")
     return clauses, params
 
 
@@ -66,33 +116,44 @@ def scope_clause(
     Tag and metadata filters are presumed selective: when there are any (and no key,
     which has its own index), the namespace and temporal terms are written with a
     unary ``+`` so SQLite drives the scan from the filter's index, not the namespace."""
-    by_membership = request.key is None and bool(
-        request.tags or request.filter or request.predicates
-    )
+    members = _members(request.filter, request.predicates, request.tags)
+    by_membership = request.key is None and bool(members)
     plus = "+" if by_membership else ""
     clauses = [f"{plus}{alias}.namespace = ?"]
     params: list[Any] = [namespace]
-    if request.kind is not None:
-        clauses.append(f"{plus}{alias}.kind = ?")
-        params.append(request.kind)
     if request.key is not None:
         clauses.append(f"{alias}.key = ?")
         params.append(request.key)
-    for tag in request.tags:
-        clauses.append(f"{alias}.rowid IN (SELECT record FROM record_tags WHERE tag = ?)")
-        params.append(tag)
-    meta, meta_params = metadata_clause(alias, request.filter, request.predicates)
-    clauses += meta
-    params += meta_params
-    if request.created_after is not None:
-        clauses.append(f"{alias}.created_at > ?")
-        params.append(to_us(request.created_after))
-    if request.created_before is not None:
-        clauses.append(f"{alias}.created_at < ?")
-        params.append(to_us(request.created_before))
-    if request.min_trust == "verified":
-        clauses.append(f"{alias}.trust = 'verified'")
+    member_clauses, member_params = _membership(f"{alias}.rowid", namespace, members)
+    record_clauses, record_params = _record_clauses(alias, request, plus)
     temporal, temporal_params = temporal_clause(alias, window, use_index=not by_membership)
-    clauses.append(temporal)
-    params += temporal_params
+    clauses += [*member_clauses, *record_clauses, temporal]
+    params += [*member_params, *record_params, *temporal_params]
     return " AND ".join(clauses), params
+
+
+def scope_rowids(
+    namespace: str, request: SearchRequest, window: Window | None
+) -> tuple[str, list[Any]]:
+    """A SELECT of the rowid of every record in the search's scope (``scope_clause``'s
+    scope), for the vector lane, which needs all of them.
+
+    With a tag or metadata filter and no key, the first filter drives: its index range
+    holds each member's namespace and validity, so the temporal rule is tested on those
+    rows and a record row is read only when kind, creation time or trust is asked."""
+    members = _members(request.filter, request.predicates, request.tags)
+    if request.key is not None or not members:
+        where, where_params = scope_clause("r", namespace, request, window)
+        return f"SELECT r.rowid AS record FROM records r WHERE {where}", where_params
+    driver, *others = members
+    clauses = [driver.rows("d")]
+    params: list[Any] = [namespace, *driver.params]
+    other_clauses, other_params = _membership("d.record", namespace, others)
+    record_clauses, record_params = _record_clauses("r", request, "")
+    temporal, temporal_params = temporal_clause("d", window)
+    clauses += [*other_clauses, *record_clauses, temporal]
+    params += [*other_params, *record_params, *temporal_params]
+    rows = f"{driver.table} d"
+    if record_clauses:
+        rows += " CROSS JOIN records r ON r.rowid = d.record"
+    return f"SELECT d.record FROM {rows} WHERE {' AND '.join(clauses)}", params

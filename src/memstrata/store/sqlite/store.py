@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import sqlite3
 from collections.abc import Sequence
@@ -25,7 +24,7 @@ from memstrata.store.sqlite.rows import (
     record_from_row,
     record_from_snapshot,
 )
-from memstrata.store.sqlite.scope import metadata_clause, scope_clause
+from memstrata.store.sqlite.scope import metadata_clause, scope_clause, scope_rowids
 from memstrata.store.sqlite.vectors import VectorCache, top_k
 
 HISTORY_LIMIT = 1000
@@ -96,7 +95,7 @@ class SqliteStore:
 
     def expire(self, namespace: str, request: ExpireRequest, *, now: int, actor: str) -> int:
         """Applies the action to at most ``max_rows`` matching records, oldest first."""
-        clauses, params = metadata_clause("r", request.filter, request.predicates)
+        clauses, params = metadata_clause("r.rowid", namespace, request.filter, request.predicates)
         where = ["r.namespace = ?", *clauses]
         params = [namespace, *params]
         if request.action == ExpireAction.INVALIDATE:
@@ -214,6 +213,21 @@ class SqliteStore:
             for row in rows
         ]
 
+    @staticmethod
+    def in_scope(
+        conn: sqlite3.Connection, namespace: str, request: SearchRequest, window: Window | None
+    ) -> np.ndarray:
+        """The rowids of every record in the search's scope, as one numpy array."""
+        select, params = scope_rowids(namespace, request, window)
+        # One text value instead of a row per record: handing thousands of rows to
+        # Python costs more than finding them.
+        (listed,) = conn.execute(
+            f"SELECT group_concat(s.record) FROM ({select}) s", params
+        ).fetchone()
+        if listed is None:
+            return np.zeros(0, dtype=np.int64)
+        return np.fromstring(listed, dtype=np.int64, sep=",")
+
     def semantic(
         self,
         namespace: str,
@@ -227,10 +241,8 @@ class SqliteStore:
 
         Returns the best ``limit`` hits (ties by id) and how many in-scope records had
         no vector yet (``unembedded``)."""
-        where, params = scope_clause("r", namespace, request, window)
         with self.db.snapshot() as conn:
-            rows = conn.execute(f"SELECT r.rowid FROM records r WHERE {where}", params)
-            in_scope = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64)
+            in_scope = self.in_scope(conn, namespace, request, window)
             if in_scope.shape[0] == 0:
                 return [], 0
             # The cache, refreshed inside this read, knows which records have a vector.
@@ -349,8 +361,8 @@ class SqliteStore:
             sql + " ORDER BY id", params)]  # fmt: skip
 
     def count_in_scope(self, namespace: str, request: SearchRequest, window: Window | None) -> int:
-        where, params = scope_clause("r", namespace, request, window)
-        row = self.db.conn().execute(f"SELECT count(*) FROM records r WHERE {where}", params)
+        select, params = scope_rowids(namespace, request, window)
+        row = self.db.conn().execute(f"SELECT count(*) FROM ({select})", params)
         return int(row.fetchone()[0])
 
     # -- tokens -------------------------------------------------------------------

@@ -81,12 +81,21 @@ def save(conn: sqlite3.Connection, rowid: int | None, record: Record) -> int:
         conn.execute("DELETE FROM record_tags WHERE record = ?", (rowid,))
         conn.execute("DELETE FROM record_meta WHERE record = ?", (rowid,))
         conn.execute("DELETE FROM records_fts WHERE rowid = ?", (rowid,))
+    # Scope rows repeat the record's namespace and validity (see migration m002); every
+    # change to a record comes through here, so they never disagree with its row.
+    validity = (values["valid_from"], values["valid_to"], values["deleted_at"])
     conn.executemany(
-        "INSERT INTO record_tags (record, tag) VALUES (?, ?)", [(rowid, t) for t in record.tags]
+        "INSERT INTO record_tags (namespace, tag, record, valid_from, valid_to, deleted_at)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        [(record.namespace, tag, rowid, *validity) for tag in record.tags],
     )
     conn.executemany(
-        "INSERT INTO record_meta (record, key, value, num) VALUES (?, ?, ?, ?)",
-        [(rowid, k, v, parse_number(v)) for k, v in record.metadata.items()],
+        "INSERT INTO record_meta (namespace, key, value, record, num, valid_from, valid_to,"
+        " deleted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (record.namespace, key, value, rowid, parse_number(value), *validity)
+            for key, value in record.metadata.items()
+        ],
     )
     conn.execute("INSERT INTO records_fts (rowid, content) VALUES (?, ?)", (rowid, record.content))
     conn.execute(
@@ -97,6 +106,11 @@ def save(conn: sqlite3.Connection, rowid: int | None, record: Record) -> int:
     return rowid
 
 
+# Vector seqs come from a counter, not max(seq) + 1: a hard delete removes vector rows,
+# and a reused seq would hide the next vector from every cache that saw the removed one.
+_NEXT_VECTOR_SEQ = "UPDATE vector_seq SET value = value + 1"
+
+
 def store_vector(
     conn: sqlite3.Connection, rowid: int, embedder_id: str, vector: np.ndarray
 ) -> None:
@@ -105,9 +119,10 @@ def store_vector(
     norm = float(np.linalg.norm(data))
     if norm > 0:
         data = data / norm
+    conn.execute(_NEXT_VECTOR_SEQ)
     conn.execute(
         "INSERT INTO vectors (record, embedder_id, dimensions, vector, seq)"
-        " VALUES (?, ?, ?, ?, (SELECT coalesce(max(seq), 0) + 1 FROM vectors))"
+        " VALUES (?, ?, ?, ?, (SELECT value FROM vector_seq))"
         " ON CONFLICT (record, embedder_id) DO UPDATE SET"
         " dimensions = excluded.dimensions, vector = excluded.vector, seq = excluded.seq",
         (rowid, embedder_id, int(data.shape[0]), data.astype("<f4").tobytes()),
@@ -117,9 +132,9 @@ def store_vector(
 def withdraw_vectors(conn: sqlite3.Connection, where: str, params: Sequence[Any]) -> int:
     """Marks vectors as gone (no dimensions, no data) under a fresh ``seq`` instead of
     deleting them, so every process's vector cache sees the withdrawal on refresh."""
+    conn.execute(_NEXT_VECTOR_SEQ)
     cursor = conn.execute(
-        "UPDATE vectors SET dimensions = 0, vector = x'',"
-        " seq = (SELECT coalesce(max(seq), 0) + 1 FROM vectors)"
+        "UPDATE vectors SET dimensions = 0, vector = x'', seq = (SELECT value FROM vector_seq)"
         f" WHERE dimensions > 0 AND {where}",
         list(params),
     )
