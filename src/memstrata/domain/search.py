@@ -183,6 +183,20 @@ class SearchRequest(BaseModel):
             return Window.between(to_us(self.between.from_), to_us(self.between.until))
         return Window.point(now if now is not None else now_us())
 
+    def record_terms(self) -> list[tuple[str, str, Any]]:
+        """The scope terms on a record's own columns, as (column, operator, value):
+        kind, creation time and trust. Each backend writes them in its SQL."""
+        terms: list[tuple[str, str, Any]] = []
+        if self.kind is not None:
+            terms.append(("kind", "=", self.kind))
+        if self.created_after is not None:
+            terms.append(("created_at", ">", to_us(self.created_after)))
+        if self.created_before is not None:
+            terms.append(("created_at", "<", to_us(self.created_before)))
+        if self.min_trust == "verified":
+            terms.append(("trust", "=", "verified"))
+        return terms
+
     def lane_depth(self) -> int:
         """How deep each lane reads before fusion."""
         return self.candidate_k or max(50, 5 * self.top_k)

@@ -12,7 +12,7 @@ import hashlib
 from typing import Any
 
 from memstrata.domain.search import NUMERIC_OPS, Op, Predicate, SearchRequest
-from memstrata.domain.time import Window, to_us
+from memstrata.domain.time import Window
 
 _NUMERIC_SQL = {Op.GT: ">", Op.GTE: ">=", Op.LT: "<", Op.LTE: "<="}
 
@@ -71,9 +71,6 @@ def scope_clause(
     """The full pre-filter for one search, as SQL over ``records`` aliased ``alias``."""
     clauses = [f"{alias}.namespace = %s"]
     params: list[Any] = [namespace]
-    if request.kind is not None:
-        clauses.append(f"{alias}.kind = %s")
-        params.append(request.kind)
     if request.key is not None:
         clauses.append(f"md5({alias}.key) = md5(%s) AND {alias}.key = %s")
         params += [request.key, request.key]
@@ -86,14 +83,9 @@ def scope_clause(
     meta, meta_params = metadata_clause(alias, request.filter, request.predicates)
     clauses += meta
     params += meta_params
-    if request.created_after is not None:
-        clauses.append(f"{alias}.created_at > %s")
-        params.append(to_us(request.created_after))
-    if request.created_before is not None:
-        clauses.append(f"{alias}.created_at < %s")
-        params.append(to_us(request.created_before))
-    if request.min_trust == "verified":
-        clauses.append(f"{alias}.trust = 'verified'")
+    for column, op, value in request.record_terms():
+        clauses.append(f"{alias}.{column} {op} %s")
+        params.append(value)
     temporal, temporal_params = temporal_clause(alias, window)
     clauses.append(temporal)
     params += temporal_params

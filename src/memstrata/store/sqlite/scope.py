@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memstrata.domain.search import NUMERIC_OPS, Op, Predicate, SearchRequest
-from memstrata.domain.time import Window, to_us
+from memstrata.domain.time import Window
 
 _NUMERIC_SQL = {Op.GT: ">", Op.GTE: ">=", Op.LT: "<", Op.LTE: "<="}
 
@@ -91,21 +91,13 @@ def metadata_clause(
 
 
 def _record_clauses(alias: str, request: SearchRequest, plus: str) -> tuple[list[str], list[Any]]:
-    """The scope terms only a record row can answer: kind, creation time and trust."""
-    clauses: list[str] = []
-    params: list[Any] = []
-    if request.kind is not None:
-        clauses.append(f"{plus}{alias}.kind = ?")
-        params.append(request.kind)
-    if request.created_after is not None:
-        clauses.append(f"{alias}.created_at > ?")
-        params.append(to_us(request.created_after))
-    if request.created_before is not None:
-        clauses.append(f"{alias}.created_at < ?")
-        params.append(to_us(request.created_before))
-    if request.min_trust == "verified":
-        clauses.append(f"{alias}.trust = 'verified'")
-    return clauses, params
+    """The scope terms only a record row can answer: kind, creation time and trust.
+    ``plus`` ("+") keeps SQLite from driving the scan by the kind index."""
+    terms = request.record_terms()
+    clauses = [
+        f"{plus if column == 'kind' else ''}{alias}.{column} {op} ?" for column, op, _ in terms
+    ]
+    return clauses, [value for _, _, value in terms]
 
 
 def scope_clause(
