@@ -43,6 +43,7 @@ from memstrata.jobs.embed import (
     JobReport,
     NamespaceLocks,
     Progress,
+    mark_interrupted,
     run_embed_job,
 )
 from memstrata.store.base import Store
@@ -129,8 +130,8 @@ class _AnnouncingStore:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    def job_start(self, job_type: str, namespace: str, now: int) -> int:
-        job_id = self._store.job_start(job_type, namespace, now)
+    def job_start(self, job_type: str, namespace: str, now: int, owner: str) -> int:
+        job_id = self._store.job_start(job_type, namespace, now, owner)
         self._announce(job_id)
         return job_id
 
@@ -149,6 +150,7 @@ class Service:
         self.policy = policy or Policy()
         self._job_locks = NamespaceLocks()
         self.background: BackgroundEmbedder | None = None
+        mark_interrupted(store)
         if background_jobs:
             self.background = BackgroundEmbedder(self._background_embed)
             for namespace in store.namespaces():

@@ -133,11 +133,17 @@ class Job(BaseModel):
     id: int
     type: str
     namespace: str
-    state: str = Field(description="running, done or failed")
+    state: str = Field(
+        description="running, done, failed, or interrupted (its process ended mid-way;"
+        " the next job carries on where it stopped)"
+    )
     done: int = Field(description="Records processed so far.")
-    error: str | None = Field(default=None, description="Why it failed (absent otherwise).")
+    error: str | None = Field(
+        default=None, description="Why it failed or stopped (absent otherwise)."
+    )
     created_at: str
     updated_at: str
+    owner: str | None = Field(default=None, description='The process running it, "host:pid".')
 
 
 class JobList(BaseModel):
@@ -170,8 +176,9 @@ def job_json(job: dict[str, Any]) -> dict[str, Any]:
         "created_at": format_instant(job["created_at"]),
         "updated_at": format_instant(job["updated_at"]),
     }
-    if data.get("error") is None:
-        data.pop("error", None)
+    for optional in ("error", "owner"):
+        if data.get(optional) is None:
+            data.pop(optional, None)
     return data
 
 

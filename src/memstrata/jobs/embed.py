@@ -9,6 +9,8 @@ loses nothing and embeds nothing twice. A provider failure fails the job, visibl
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,6 +46,45 @@ class NamespaceLocks:
             return self._locks.setdefault(namespace, threading.Lock())
 
 
+def this_process() -> str:
+    """The owner a job row records: "host:pid" (computed per call: a fork changes it)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _process_gone(owner: str) -> bool:
+    """Whether ``owner`` names a process of this host that no longer exists. A process
+    on another host, or an owner that can't be read, is never presumed gone."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # alive, owned by another user
+    return False
+
+
+def mark_interrupted(store: Store) -> list[int]:
+    """Marks ``interrupted`` every job still ``running`` whose process on this host has
+    ended (killed, crashed, powered off). Their work is not lost: the database is the
+    cursor, and the next job carries on from it. Returns the ids marked."""
+    marked = []
+    for job in store.jobs():
+        if job["state"] == "running" and job.get("owner") and _process_gone(job["owner"]):
+            store.job_update(
+                job["id"],
+                state="interrupted",
+                done=job["done"],
+                error=f"interrupted: its process ({job['owner']}) ended before it finished;"
+                " the next embed job carries on where it stopped",
+                now=now_us(),
+            )
+            marked.append(job["id"])
+    return marked
+
+
 def run_embed_job(
     store: Store,
     namespace: str,
@@ -52,7 +93,7 @@ def run_embed_job(
     job_type: str = "embed",
     progress: Progress | None = None,
 ) -> JobReport:
-    job_id = store.job_start(job_type, namespace, now_us())
+    job_id = store.job_start(job_type, namespace, now_us(), this_process())
     total = store.backlog_count(namespace, embedder.embedder_id)
     done = 0
     batch = max(embedder.batch_size, 1)  # one provider call per transaction: progress is durable

@@ -18,6 +18,10 @@ from memstrata.domain.records import Record
 from memstrata.domain.search import ExpireRequest, SearchRequest
 from memstrata.domain.time import Window
 
+JOB_FIELDS = (
+    "id", "type", "namespace", "state", "done", "error", "created_at", "updated_at", "owner",
+)  # fmt: skip
+
 
 class Store(Protocol):
     backend: str
@@ -88,8 +92,8 @@ class Store(Protocol):
     ) -> int: ...
     def clear_vectors(self, namespace: str, embedder_id: str) -> int: ...
 
-    # jobs
-    def job_start(self, job_type: str, namespace: str, now: int) -> int: ...
+    # jobs (each a dict of JOB_FIELDS; ``owner`` is "host:pid" of the process running it)
+    def job_start(self, job_type: str, namespace: str, now: int, owner: str) -> int: ...
     def job_update(
         self, job_id: int, *, state: str, done: int, error: str | None, now: int
     ) -> None: ...

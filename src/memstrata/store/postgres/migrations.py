@@ -234,6 +234,13 @@ def m001_records(conn: Connection) -> None:
     )
 
 
+@migration
+def m002_job_owner(conn: Connection) -> None:
+    """Which process runs a job ("host:pid"), so a job whose process died can be told
+    from one still running."""
+    conn.execute("ALTER TABLE jobs ADD COLUMN owner text")
+
+
 def _ensure_vector_extension(conn: Connection) -> None:
     try:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")

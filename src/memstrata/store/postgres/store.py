@@ -29,6 +29,7 @@ from memstrata.domain.ledger import LedgerEntry
 from memstrata.domain.records import Record
 from memstrata.domain.search import ExpireAction, ExpireRequest, SearchRequest
 from memstrata.domain.time import Window, now_us
+from memstrata.store.base import JOB_FIELDS
 from memstrata.store.postgres import lexical, vectors, writes
 from memstrata.store.postgres.connection import Connection, Database, connect
 from memstrata.store.postgres.migrations import apply_migrations
@@ -415,12 +416,12 @@ class PostgresStore:
 
     # -- jobs ---------------------------------------------------------------------
 
-    def job_start(self, job_type: str, namespace: str, now: int) -> int:
+    def job_start(self, job_type: str, namespace: str, now: int, owner: str) -> int:
         with self.db.connection() as conn:
             row = conn.execute(
-                "INSERT INTO jobs (type, namespace, state, created_at, updated_at)"
-                " VALUES (%s, %s, 'running', %s, %s) RETURNING id",
-                (job_type, namespace, now, now),
+                "INSERT INTO jobs (type, namespace, state, created_at, updated_at, owner)"
+                " VALUES (%s, %s, 'running', %s, %s, %s) RETURNING id",
+                (job_type, namespace, now, now, owner),
             ).fetchone()
         assert row is not None
         return int(row[0])
@@ -435,15 +436,14 @@ class PostgresStore:
             )
 
     def jobs(self, namespace: str | None = None) -> list[dict[str, Any]]:
-        sql = "SELECT id, type, namespace, state, done, error, created_at, updated_at FROM jobs"
+        sql = f"SELECT {', '.join(JOB_FIELDS)} FROM jobs"
         params: list[Any] = []
         if namespace is not None:
             sql += " WHERE namespace = %s"
             params.append(namespace)
-        names = ["id", "type", "namespace", "state", "done", "error", "created_at", "updated_at"]
         with self.db.connection() as conn:
             rows = conn.execute(sql + " ORDER BY id", params).fetchall()
-        return [dict(zip(names, row, strict=True)) for row in rows]
+        return [dict(zip(JOB_FIELDS, row, strict=True)) for row in rows]
 
     # -- tokens -------------------------------------------------------------------
 

@@ -260,6 +260,13 @@ def m003_vector_seq_counter(conn: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m004_job_owner(conn: sqlite3.Connection) -> None:
+    """Which process runs a job ("host:pid"), so a job whose process died can be told
+    from one still running."""
+    conn.execute("ALTER TABLE jobs ADD COLUMN owner TEXT")
+
+
 def run_script(conn: sqlite3.Connection, script: str) -> None:
     """Runs statements one by one: ``executescript`` would commit the open transaction."""
     for statement in script.split(";\n"):

@@ -15,6 +15,7 @@ from memstrata.domain.ledger import LedgerEntry
 from memstrata.domain.records import Record
 from memstrata.domain.search import ExpireAction, ExpireRequest, SearchRequest, query_words
 from memstrata.domain.time import Window, now_us
+from memstrata.store.base import JOB_FIELDS
 from memstrata.store.sqlite import writes
 from memstrata.store.sqlite.connection import Database
 from memstrata.store.sqlite.migrations import apply_migrations
@@ -332,12 +333,12 @@ class SqliteStore:
 
     # -- jobs ---------------------------------------------------------------------
 
-    def job_start(self, job_type: str, namespace: str, now: int) -> int:
+    def job_start(self, job_type: str, namespace: str, now: int, owner: str) -> int:
         with self.db.atomic() as conn:
             cursor = conn.execute(
-                "INSERT INTO jobs (type, namespace, state, created_at, updated_at)"
-                " VALUES (?, ?, 'running', ?, ?)",
-                (job_type, namespace, now, now),
+                "INSERT INTO jobs (type, namespace, state, created_at, updated_at, owner)"
+                " VALUES (?, ?, 'running', ?, ?, ?)",
+                (job_type, namespace, now, now, owner),
             )
             return int(cursor.lastrowid or 0)
 
@@ -351,13 +352,12 @@ class SqliteStore:
             )
 
     def jobs(self, namespace: str | None = None) -> list[dict[str, Any]]:
-        sql = "SELECT id, type, namespace, state, done, error, created_at, updated_at FROM jobs"
+        sql = f"SELECT {', '.join(JOB_FIELDS)} FROM jobs"
         params: list[Any] = []
         if namespace is not None:
             sql += " WHERE namespace = ?"
             params.append(namespace)
-        names = ["id", "type", "namespace", "state", "done", "error", "created_at", "updated_at"]
-        return [dict(zip(names, row, strict=True)) for row in self.db.conn().execute(
+        return [dict(zip(JOB_FIELDS, row, strict=True)) for row in self.db.conn().execute(
             sql + " ORDER BY id", params)]  # fmt: skip
 
     def count_in_scope(self, namespace: str, request: SearchRequest, window: Window | None) -> int:
