@@ -54,6 +54,7 @@ from memstrata.domain.validation import parse_model
 from memstrata.embedding import HashEmbedder
 from memstrata.store.postgres import vectors as pg_vectors
 from memstrata.store.postgres.scope import scope_clause as pg_scope
+from memstrata.store.postgres.scope import scope_rowids as pg_scope_rowids
 from memstrata.store.postgres.store import EXACT_LIMIT, PostgresStore
 from memstrata.store.sqlite.rows import prefixed
 
@@ -177,8 +178,9 @@ def explain(store: PostgresStore, data: Data, room: int) -> dict[str, list[str]]
     embedder_id = HashEmbedder(dimensions=DIMENSIONS).embedder_id
     plans = {}
     query = data.queries[0]
+    scope, scope_params = pg_scope_rowids(NS, request, window)
     built = {
-        "exact": pg_vectors.exact_query(prefixed("r"), where, params, embedder_id, query, TOP_K),
+        "exact": pg_vectors.exact_query(NS, scope, scope_params, embedder_id, query, TOP_K),
         "hnsw": pg_vectors.approximate_query(
             NS, prefixed("r"), where, params, embedder_id, query, TOP_K
         ),

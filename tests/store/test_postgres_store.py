@@ -20,7 +20,7 @@ from memstrata.embedding import HashEmbedder
 from memstrata.memory import resolve_target
 from memstrata.store.postgres import vectors
 from memstrata.store.postgres.migrations import MIGRATIONS
-from memstrata.store.postgres.scope import scope_clause
+from memstrata.store.postgres.scope import scope_clause, scope_rowids
 from memstrata.store.postgres.store import PostgresStore
 from memstrata.store.sqlite.rows import prefixed
 
@@ -92,9 +92,10 @@ def test_the_index_scan_itself_goes_on_until_top_k_rows_pass_the_filter(pg_targe
             conn.execute("SET LOCAL enable_seqscan = off")
             rows = vectors.approximate(conn, "ns", prefixed("r"), where, params, embedder_id,
                                        vector, 10, ef_search=40)  # fmt: skip
-            exact = vectors.exact(conn, prefixed("r"), where, params, embedder_id, vector, 10)
+            scope, scope_params = scope_rowids("ns", request, request.window(now_us()))
+            _, _, exact = vectors.exact(conn, "ns", scope, scope_params, embedder_id, vector, 10)
         assert rows is not None and len(rows) == 10
-        assert [row[2] for row in rows] == [row[2] for row in exact]
+        assert [row[0] for row in rows] == sorted(exact, key=lambda rowid: -exact[rowid])
 
 
 def test_schema_is_created_once_and_versioned(pg_target: str) -> None:

@@ -33,7 +33,7 @@ from memstrata.store.base import JOB_FIELDS
 from memstrata.store.postgres import lexical, vectors, writes
 from memstrata.store.postgres.connection import Connection, Database, connect
 from memstrata.store.postgres.migrations import apply_migrations
-from memstrata.store.postgres.scope import metadata_clause, scope_clause
+from memstrata.store.postgres.scope import metadata_clause, scope_clause, scope_rowids
 from memstrata.store.sqlite.rows import prefixed, record_from_row, record_from_snapshot
 
 log = logging.getLogger("memstrata.store.postgres")
@@ -288,49 +288,85 @@ class PostgresStore:
         no vector yet (``unembedded``)."""
         query = np.asarray(query, dtype=np.float32)
         dimensions = int(query.shape[0])
-        where, params = scope_clause("r", namespace, request, window)
-        columns = prefixed("r")
+        scope, scope_params = scope_rowids(namespace, request, window)
         build = False
+        rows: list[tuple[Any, ...]] = []
+        chosen: dict[int, float] = {}
+        total = embedded = 0
         with self.db.snapshot() as conn:
-            counted = conn.execute(
-                "SELECT count(*), count(v.record) FROM records r LEFT JOIN vectors v"
-                " ON v.namespace = r.namespace AND v.record = r.rowid AND v.embedder_id = %s"
-                f" AND v.dimensions = %s WHERE {where}",
-                [embedder_id, dimensions, *params],
+            probe = conn.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM ({scope}) s LIMIT %s) p",
+                [*scope_params, self.exact_limit + 1],
             ).fetchone()
-            total, embedded = (int(counted[0]), int(counted[1])) if counted else (0, 0)
-            if embedded == 0:
-                return [], total
-            rows: list[tuple[Any, ...]] | None = None
-            indexed = embedded > self.exact_limit and vectors.index_type(dimensions) is not None
-            if indexed and not self._indexes.ready(conn, dimensions):
-                build = True  # outside this transaction: a concurrent build waits for it
-            elif indexed:
-                # the relaxed scan's first rows are not always the nearest: read twice
-                # as many, keep the best (recall 0.87 -> 0.91 at 100k, bench/backends.py)
-                rows = vectors.approximate(
-                    conn, namespace, columns, where, params, embedder_id, query, 2 * limit,
-                    ef_search=min(1000, max(100, 2 * limit)),
-                )  # fmt: skip
-                if rows is not None and len(rows) < min(limit, embedded):
-                    rows = None  # the index scan ran out before the scope did: rank exactly
-                rows = None if rows is None else rows[:limit]
-            if rows is None and not build:
-                rows = vectors.exact(conn, columns, where, params, embedder_id, query, limit)
+            if probe is not None and int(probe[0]) > self.exact_limit:
+                # a large scope: the index answers if enough of it is embedded
+                counted = conn.execute(
+                    f"SELECT count(*), count(v.record) FROM ({scope}) s LEFT JOIN vectors v"
+                    " ON v.namespace = %s AND v.record = s.record AND v.embedder_id = %s"
+                    " AND v.dimensions = %s",
+                    [*scope_params, namespace, embedder_id, dimensions],
+                ).fetchone()
+                total, embedded = (int(counted[0]), int(counted[1])) if counted else (0, 0)
+                if embedded == 0:
+                    return [], total
+                indexed = embedded > self.exact_limit and vectors.index_type(dimensions) is not None
+                if indexed and not self._indexes.ready(conn, dimensions):
+                    build = True  # outside this transaction: a concurrent build waits for it
+                elif indexed:
+                    found = self._approximate(conn, namespace, request, window, embedder_id,
+                                              query, limit)  # fmt: skip
+                    if found is not None and len(found) >= min(limit, embedded):
+                        return self._hits(found[:limit], request), total - embedded
+                    # the index scan ran out before the scope did: rank exactly
+            if not build:
+                total, embedded, chosen = vectors.exact(
+                    conn, namespace, scope, scope_params, embedder_id, query, limit
+                )
+                rows = conn.execute(
+                    f"SELECT {prefixed('r')} FROM records r WHERE r.namespace = %s"
+                    " AND r.rowid = ANY (%s)",
+                    [namespace, list(chosen)],
+                ).fetchall()
         if build:
             self._indexes.ensure(self.db, dimensions)
             return self.semantic(namespace, request, window, embedder_id, query, limit)
-        assert rows is not None
         hits = [
+            (record_from_row(row, with_payload=request.include_payload), chosen[row[0]])
+            for row in rows
+        ]
+        hits.sort(key=lambda hit: (-hit[1], hit[0].id))
+        return hits[:limit], total - embedded
+
+    def _approximate(
+        self,
+        conn: Connection,
+        namespace: str,
+        request: SearchRequest,
+        window: Window | None,
+        embedder_id: str,
+        query: np.ndarray,
+        limit: int,
+    ) -> list[tuple[Any, ...]] | None:
+        """The HNSW lane's rows (record columns, then similarity), best first."""
+        where, params = scope_clause("r", namespace, request, window)
+        # the relaxed scan's first rows are not always the nearest: read twice as
+        # many, keep the best (recall 0.87 -> 0.91 at 100k, bench/backends.py)
+        return vectors.approximate(
+            conn, namespace, prefixed("r"), where, params, embedder_id, query, 2 * limit,
+            ef_search=min(1000, max(100, 2 * limit)),
+        )  # fmt: skip
+
+    @staticmethod
+    def _hits(rows: list[tuple[Any, ...]], request: SearchRequest) -> list[tuple[Record, float]]:
+        return [
             (record_from_row(row, with_payload=request.include_payload), float(row[-1]))
             for row in rows
         ]
-        return hits, total - embedded
 
     def count_in_scope(self, namespace: str, request: SearchRequest, window: Window | None) -> int:
-        where, params = scope_clause("r", namespace, request, window)
+        scope, params = scope_rowids(namespace, request, window)
         with self.db.connection() as conn:
-            row = conn.execute(f"SELECT count(*) FROM records r WHERE {where}", params).fetchone()
+            row = conn.execute(f"SELECT count(*) FROM ({scope}) s", params).fetchone()
         return int(row[0]) if row else 0
 
     def build_vector_index(self, dimensions: int) -> None:

@@ -8,13 +8,14 @@ past pgvector's 2,000-dimension limit for ``vector``) when a search first needs 
 orders exactly as cosine does and gives the same similarity the SQLite lane computes
 (stored unit vector · query vector).
 
-A search first counts the in-scope records and how many of them have a vector
-(``unembedded`` needs that anyway). A scope of at most ``exact_limit`` embedded
-records is ranked exactly: every in-scope vector is scored, ties by id. A larger
-one walks the HNSW index with ``hnsw.iterative_scan`` so the scope's filters are
-applied while the index is read and the scan goes on until ``top_k`` in-scope rows
-are found; if it still comes back short (``hnsw.max_scan_tuples`` reached on a very
-selective scope), the lane falls back to the exact ranking. So a search never
+A scope of at most ``exact_limit`` records is ranked exactly, in one statement
+that also counts the scope and its vectors (for ``unembedded``): every in-scope
+vector is scored, ties by id. A larger scope is counted first; if more than
+``exact_limit`` of its records have a vector, the search walks the HNSW index with
+``hnsw.iterative_scan`` so the scope's filters are applied while the index is read
+and the scan goes on until ``top_k`` in-scope rows are found; if it still comes back
+short (``hnsw.max_scan_tuples`` reached on a very selective scope), the lane falls
+back to the exact ranking. So a search never
 returns fewer than ``top_k`` in-scope hits when that many exist.
 """
 
@@ -122,16 +123,27 @@ def _state(conn: Connection, dimensions: int) -> bool | None:
 
 
 def exact_query(
-    columns: str, where: str, params: list[Any], embedder_id: str, query: np.ndarray, limit: int
+    namespace: str,
+    scope: str,
+    scope_params: list[Any],
+    embedder_id: str,
+    query: np.ndarray,
+    limit: int,
 ) -> tuple[str, list[Any]]:
-    """Every in-scope vector scored; the best ``limit`` rows, ties by id. Each row is
-    the record's columns followed by the similarity."""
+    """Every in-scope vector scored, in one statement. One row per chosen record:
+    (in-scope count, embedded count, rowid, similarity), the best ``limit`` by
+    similarity plus any tied with the last (the caller breaks ties by id, which it
+    reads with the rows). A scope with no vector still gives one row of counts."""
     return (
-        f"SELECT {columns}, -(v.embedding <#> %b) AS similarity FROM records r"
-        " JOIN vectors v ON v.namespace = r.namespace AND v.record = r.rowid"
-        " AND v.embedder_id = %s AND v.dimensions = %s"
-        f" WHERE {where} ORDER BY similarity DESC, r.id LIMIT %s",
-        [query, embedder_id, int(query.shape[0]), *params, limit],
+        f"WITH s AS MATERIALIZED ({scope}),"
+        " scored AS (SELECT s.record, -(v.embedding <#> %b) AS similarity FROM s"
+        " JOIN vectors v ON v.namespace = %s AND v.record = s.record"
+        " AND v.embedder_id = %s AND v.dimensions = %s)"
+        " SELECT c.total, c.embedded, b.record, b.similarity FROM"
+        " (SELECT (SELECT count(*) FROM s) AS total, (SELECT count(*) FROM scored) AS embedded) c"
+        " LEFT JOIN (SELECT record, similarity, rank() OVER (ORDER BY similarity DESC) AS place"
+        " FROM scored) b ON b.place <= %s",
+        [*scope_params, query, namespace, embedder_id, int(query.shape[0]), limit],
     )
 
 
@@ -169,15 +181,20 @@ def iterative_scan(conn: Connection, ef_search: int) -> None:
 
 def exact(
     conn: Connection,
-    columns: str,
-    where: str,
-    params: list[Any],
+    namespace: str,
+    scope: str,
+    scope_params: list[Any],
     embedder_id: str,
     query: np.ndarray,
     limit: int,
-) -> list[tuple[Any, ...]]:
-    sql, values = exact_query(columns, where, params, embedder_id, query, limit)
-    return conn.execute(sql, values).fetchall()
+) -> tuple[int, int, dict[int, float]]:
+    """:func:`exact_query` run: (in-scope count, embedded count, similarity by rowid
+    of the best ``limit`` and any tied with the last)."""
+    rows = conn.execute(
+        *exact_query(namespace, scope, scope_params, embedder_id, query, limit)
+    ).fetchall()
+    chosen = {int(row[2]): float(row[3]) for row in rows if row[2] is not None}
+    return int(rows[0][0]), int(rows[0][1]), chosen
 
 
 def approximate(

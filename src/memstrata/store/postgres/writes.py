@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from memstrata.domain.errors import InvalidInput, NotFound, VersionConflict, WriteConflict
+from memstrata.domain import rules
+from memstrata.domain.errors import NotFound
 from memstrata.domain.records import Record
-from memstrata.domain.rules import supersession_closure
 from memstrata.domain.search import parse_number
-from memstrata.domain.time import format_instant, from_us, to_us
+from memstrata.domain.time import from_us
 from memstrata.store.postgres import lexical
 from memstrata.store.postgres.connection import Connection
 from memstrata.store.sqlite.rows import COLUMNS, record_from_row, row_values, snapshot_body
@@ -166,17 +166,21 @@ def save(
             "DELETE FROM record_meta WHERE namespace = %s AND record = %s",
             (record.namespace, rowid),
         )
+    # Scope rows repeat the record's validity (migration m003); every change to a
+    # record comes through here, so they never disagree with its row.
+    validity = (values["valid_from"], values["valid_to"], values["deleted_at"])
     with conn.cursor() as cursor:
         if record.tags:
             cursor.executemany(
-                "INSERT INTO record_tags (namespace, record, tag) VALUES (%s, %s, %s)",
-                [(record.namespace, rowid, tag) for tag in record.tags],
+                "INSERT INTO record_tags (namespace, record, tag, valid_from, valid_to,"
+                " deleted_at) VALUES (%s, %s, %s, %s, %s, %s)",
+                [(record.namespace, rowid, tag, *validity) for tag in record.tags],
             )
         if record.metadata:
             cursor.executemany(
-                "INSERT INTO record_meta (namespace, record, key, value, num)"
-                " VALUES (%s, %s, %s, %s, %s)",
-                [(record.namespace, rowid, k, v, parse_number(v))
+                "INSERT INTO record_meta (namespace, record, key, value, num, valid_from,"
+                " valid_to, deleted_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                [(record.namespace, rowid, k, v, parse_number(v), *validity)
                  for k, v in record.metadata.items()],
             )  # fmt: skip
     conn.execute(
@@ -245,7 +249,7 @@ def _close_superseded(
     if found is None:
         raise NotFound(f"{field} names {old_id!r}, which does not exist in namespace {namespace!r}")
     rowid, old = found
-    closed = supersession_closure(old, new, field, now)
+    closed = rules.supersession_closure(old, new, field, now)
     if closed is None:
         return old
     batch.save(rowid, closed)
@@ -268,60 +272,20 @@ def upsert_one(
     conn, namespace = batch.conn, batch.namespace
     found = batch.lookup(incoming.id)
     rowid, existing = found if found else (None, None)
-    current_version = existing.version or 0 if existing else 0
-    if incoming.if_version is not None and incoming.if_version != current_version:
-        state = f"is at version {current_version}" if existing else "does not exist"
-        raise VersionConflict(
-            f"{field}.if_version is {incoming.if_version} but {incoming.id!r} {state}; "
-            "re-read it and retry"
-        )
-    now_dt = from_us(now)
-    valid_from = incoming.valid_from or (existing.valid_from if existing else None) or now_dt
-    valid_to = incoming.valid_to
-    if existing is not None:
-        if existing.superseded_by is not None or "valid_to" not in incoming.model_fields_set:
-            valid_to = existing.valid_to  # a supersession's closure is the store's
-        if valid_from != existing.valid_from and _has_predecessor(conn, namespace, incoming.id):
-            raise InvalidInput(
-                f"{field}.valid_from cannot move: {incoming.id!r} supersedes another record and "
-                "their validities meet at this instant; supersede it with a new record instead"
-            )
-    if valid_to is not None and valid_to <= valid_from:
-        raise InvalidInput(f"{field}.valid_to must be later than valid_from")
-    supersedes = [old for old in incoming.supersedes if old != incoming.id]
-    record = incoming.model_copy(
-        update={
-            "namespace": namespace,
-            "trust": "unverified",
-            "created_at": existing.created_at if existing else now_dt,
-            "updated_at": now_dt,
-            "valid_from": valid_from,
-            "valid_to": valid_to,
-            "supersedes": supersedes,
-            "superseded_by": existing.superseded_by if existing else None,
-            "version": current_version + 1,
-            "if_version": None,
-            "vector": None,
-        }
-    )
-    for position, old_id in enumerate(supersedes):
+    record = rules.revision(
+        incoming, existing, field, namespace=namespace, now=now,
+        has_predecessor=lambda: _has_predecessor(conn, namespace, incoming.id),
+    )  # fmt: skip
+    for position, old_id in enumerate(record.supersedes):
         old = _close_superseded(
             batch, record, old_id, f"{field}.supersedes[{position}]", now=now, actor=actor
         )
         if record.key is None and old.key is not None:
             record.key = old.key
-    live = record.deleted_at is None and record.superseded_by is None
-    if (
-        record.key is not None
-        and live
-        and (record.valid_to is None or to_us(record.valid_to) > now)
-    ):
+    if record.key is not None and rules.claims_key(record, now):
         holder = _key_holder(conn, namespace, record.key, record.id, now)
         if holder is not None:
-            raise WriteConflict(
-                f"{field}.key {record.key!r} is held by the current record {holder!r}; "
-                "supersede that record or choose another key"
-            )
+            raise rules.key_conflict(field, record, holder)
     content_changed = existing is not None and existing.content != record.content
     rowid = batch.save(rowid, record, tsv=tsv if existing is None or content_changed else None)
     if content_changed:  # derived from the old text
@@ -329,12 +293,9 @@ def upsert_one(
     if incoming.vector is not None and embedder_id is not None:
         store_vector(conn, namespace, rowid, embedder_id,
                      np.asarray(incoming.vector, dtype=np.float32))  # fmt: skip
-    op = "create" if existing is None else "update"
-    if existing is not None and existing.deleted_at is not None and record.deleted_at is None:
-        op = "resurrect"
     assert record.version is not None
-    ledger(conn, at=now, op=op, namespace=namespace, record_id=record.id,
-           version=record.version, actor=actor)  # fmt: skip
+    ledger(conn, at=now, op=rules.write_op(existing, record), namespace=namespace,
+           record_id=record.id, version=record.version, actor=actor)  # fmt: skip
     return record.id, record.version
 
 
@@ -384,20 +345,10 @@ def invalidate(
     conn: Connection, namespace: str, record_id: str, at: int, *, now: int, actor: str
 ) -> int:
     rowid, record = require(conn, namespace, record_id)
-    if record.superseded_by is not None:
-        raise WriteConflict(
-            f"{record_id!r} was superseded by {record.superseded_by!r}; its validity is closed"
-        )
-    assert record.valid_from is not None
-    if record.valid_to is not None and to_us(record.valid_to) <= at:
+    update = rules.invalidation(record, at)
+    if update is None:
         return record.version or 0  # already not valid at `at`: never extend validity
-    if at <= to_us(record.valid_from):
-        raise InvalidInput(
-            f"at ({format_instant(at)}) must be later than the record's valid_from "
-            f"({format_instant(to_us(record.valid_from))})"
-        )
-    return change(conn, namespace, rowid, record, {"valid_to": from_us(at)},
-                  op="invalidate", now=now, actor=actor)  # fmt: skip
+    return change(conn, namespace, rowid, record, update, op="invalidate", now=now, actor=actor)
 
 
 def soft_delete(conn: Connection, namespace: str, record_id: str, *, now: int, actor: str) -> int:
