@@ -115,3 +115,39 @@ def test_postgres_urls_select_the_postgres_backend(pg_target: str) -> None:
     assert "postgresql://" in error.value.message
     with memstrata.open(pg_target, embedder="none") as m:
         assert m.service.store.backend == "postgres"
+
+
+def test_scope_rows_gain_validity_when_an_older_schema_migrates(pg_target: str) -> None:
+    """m003 fills the validity of existing tag and metadata rows from their records:
+    written here under the current schema, taken back to the schema before m003, and
+    opened again."""
+    with memstrata.open(pg_target, embedder="hash", background_jobs=False) as m:
+        m.upsert("ns", [
+            {"id": "open", "content": "quiet river", "tags": ["t"], "metadata": {"room": "a"}},
+            {"id": "ended", "content": "quiet river", "tags": ["t"], "metadata": {"room": "a"},
+             "valid_from": "2026-01-01", "valid_to": "2026-02-01"},
+        ])  # fmt: skip
+        m.delete("ns", "ended")
+    with psycopg.connect(pg_target, autocommit=True) as conn:
+        for table in ("record_tags", "record_meta"):
+            conn.execute(
+                f"ALTER TABLE {table} DROP COLUMN valid_from, DROP COLUMN valid_to,"
+                " DROP COLUMN deleted_at"
+            )
+        conn.execute("DELETE FROM schema_migrations WHERE name = 'm003_scope_rows_carry_validity'")
+    with memstrata.open(pg_target, embedder="hash", background_jobs=False) as m:
+        for ranking in ("lexical", "semantic"):
+            assert m.search("ns", "river", tags=["t"], ranking=ranking).ids() == ["open"]
+            historical = m.search("ns", "river", filter={"room": "a"}, ranking=ranking,
+                                  include_historical=True)  # fmt: skip
+            assert sorted(historical.ids()) == ["ended", "open"]
+    with psycopg.connect(pg_target) as conn:
+        for table in ("record_tags", "record_meta"):
+            disagreeing = conn.execute(
+                f"SELECT count(*) FROM {table} m JOIN records r"
+                " ON r.namespace = m.namespace AND r.rowid = m.record"
+                " WHERE m.valid_from IS DISTINCT FROM r.valid_from"
+                " OR m.valid_to IS DISTINCT FROM r.valid_to"
+                " OR m.deleted_at IS DISTINCT FROM r.deleted_at"
+            ).fetchone()
+            assert disagreeing == (0,), table
