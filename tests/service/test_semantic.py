@@ -250,3 +250,29 @@ def test_a_vector_written_after_a_hard_delete_is_seen_by_every_cache(store_targe
         writer.upsert("ns", [{"id": "c", "content": "calm lake"}])
         assert sorted(reader.search("ns", "river", ranking="semantic").ids()) == ["a", "c"]
         assert sorted(writer.search("ns", "river", ranking="semantic").ids()) == ["a", "c"]
+
+
+def test_record_terms_combine_with_filters_in_every_lane(store_target: str) -> None:
+    """Kind, creation time and trust narrow a tag- or metadata-driven scope the same way
+    in the lexical and the semantic lane (the semantic scope reads records only then)."""
+    with open_with(store_target, CountingEmbedder()) as m:
+        common = {"tags": ["t"], "metadata": {"room": "a"}}
+        m.upsert("ns", [{"id": "old-note", "content": "river one", "kind": "note", **common}])
+        first = m.get("ns", "old-note").created_at
+        m.upsert("ns", [
+            {"id": "new-note", "content": "river two", "kind": "note", **common},
+            {"id": "new-fact", "content": "river three", "kind": "fact", **common},
+            {"id": "untagged", "content": "river four", "kind": "note"},
+        ])  # fmt: skip
+        m.verify("ns", "new-fact", reviewer="me")
+        cases = [
+            ({"tags": ["t"], "kind": "note"}, ["new-note", "old-note"]),
+            ({"filter": {"room": "a"}, "created_after": first}, ["new-fact", "new-note"]),
+            ({"tags": ["t"], "min_trust": "verified"}, ["new-fact"]),
+            ({"tags": ["t"], "filter": {"room": "a"}, "kind": "fact"}, ["new-fact"]),
+        ]
+        for scope, expected in cases:
+            for ranking in ("lexical", "semantic"):
+                found = m.search("ns", "river", ranking=ranking, **scope)
+                assert sorted(found.ids()) == expected, (scope, ranking)
+                assert found.unembedded == 0
