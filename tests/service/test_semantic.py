@@ -276,3 +276,32 @@ def test_record_terms_combine_with_filters_in_every_lane(store_target: str) -> N
                 found = m.search("ns", "river", ranking=ranking, **scope)
                 assert sorted(found.ids()) == expected, (scope, ranking)
                 assert found.unembedded == 0
+
+
+def test_the_vector_cache_loads_in_chunks_with_withdrawals(
+    db_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite's per-process matrix, read three rows at a time, gives the same answers as
+    scoring every stored vector by hand, withdrawn and rewritten vectors included."""
+    from memstrata.store.sqlite import vectors as sqlite_vectors
+
+    monkeypatch.setattr(sqlite_vectors, "_CHUNK", 3)
+    flaky = CountingEmbedder()
+    with open_with(str(db_path), flaky) as m:
+        m.upsert("ns", [{"id": f"r{i}", "content": f"word{i} river"} for i in range(12)])
+        flaky.fail_after = len(flaky.texts)  # the next content change stays unembedded
+        m.upsert("ns", [{"id": "r3", "content": "changed text"}])
+        m.upsert("ns", [{"id": "r5", "content": "x", "vector": [1, 0, 0, 0, 0, 0, 0, 0]}])
+        m.delete("ns", "r7", hard=True)
+    probe = CountingEmbedder.vector("word4 river")
+    expected = {
+        f"r{i}": float(CountingEmbedder.vector(f"word{i} river") @ probe)
+        / float(np.linalg.norm(CountingEmbedder.vector(f"word{i} river")) * np.linalg.norm(probe))
+        for i in range(12)
+        if i not in (3, 5, 7)
+    }
+    expected["r5"] = float(probe[0] / np.linalg.norm(probe))
+    with open_with(str(db_path), CountingEmbedder()) as fresh:  # a cold cache
+        result = fresh.search("ns", query_vector=probe.tolist(), top_k=50)
+    assert result.unembedded == 1  # r3: its old vector was withdrawn
+    assert {hit.record.id: hit.score for hit in result.hits} == pytest.approx(expected)

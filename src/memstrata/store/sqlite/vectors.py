@@ -30,6 +30,17 @@ class _Matrix:
         self.position = np.full(1024, -1, dtype=np.int64)  # rowid -> row, -1 = none
         self.seq = 0
 
+    def reserve(self, rows: int, top_rowid: int) -> None:
+        """Room for ``rows`` vectors and rowids up to ``top_rowid``, allocated once."""
+        if rows > self.rows.shape[0]:
+            grown_rows = np.empty((rows, self.dimensions), np.float32)
+            grown_rows[: self.count] = self.rows[: self.count]
+            self.rows = grown_rows
+        if top_rowid >= self.position.shape[0]:
+            grown = np.full(top_rowid + 1, -1, dtype=np.int64)
+            grown[: self.position.shape[0]] = self.position
+            self.position = grown
+
     def put(self, rowids: np.ndarray, vectors: np.ndarray) -> None:
         top = int(rowids.max()) + 1
         if top > self.position.shape[0]:
@@ -84,12 +95,22 @@ class VectorCache:
             matrix = self._matrices.get(embedder_id)
             if matrix is None or matrix.dimensions != dimensions:
                 matrix = self._matrices[embedder_id] = _Matrix(dimensions)
-            rows = conn.execute(
+            if matrix.seq == 0:  # a first load: size the matrix once (an upper bound)
+                count, top = conn.execute(
+                    "SELECT (SELECT count(*) FROM vectors WHERE embedder_id = ?),"
+                    " (SELECT max(rowid) FROM records)",
+                    (embedder_id,),
+                ).fetchone()
+                if count:
+                    matrix.reserve(int(count), int(top))
+            cursor = conn.execute(
                 "SELECT record, vector, seq, dimensions FROM vectors WHERE embedder_id = ?"
                 " AND seq > ? AND dimensions IN (?, 0) ORDER BY seq",
                 (embedder_id, matrix.seq, dimensions),
-            ).fetchall()
-            if rows:
+            )
+            # In chunks: a first refresh reads every vector, and a chunk's row objects
+            # are freed (and their memory reused) before the next is read.
+            while rows := cursor.fetchmany(_CHUNK):
                 # one row per record and embedder: its latest state, present or withdrawn
                 present = [r for r in rows if r[3]]
                 gone = [r[0] for r in rows if not r[3]]
@@ -102,6 +123,9 @@ class VectorCache:
                     matrix.put(rowids, vectors)
                 matrix.seq = rows[-1][2]
             return matrix
+
+
+_CHUNK = 4096
 
 
 def top_k(similarities: np.ndarray, k: int) -> np.ndarray:
