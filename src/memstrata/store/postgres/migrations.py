@@ -245,23 +245,18 @@ def m002_job_owner(conn: Connection) -> None:
 def m003_scope_rows_carry_validity(conn: Connection) -> None:
     """Tag and metadata rows carry their record's validity, so a filtered scope is
     decided from those rows without a look-up into ``records`` per member."""
-    run_script(
-        conn,
-        """
-        ALTER TABLE record_tags ADD COLUMN valid_from bigint,
-            ADD COLUMN valid_to bigint, ADD COLUMN deleted_at bigint;
-        UPDATE record_tags t SET valid_from = r.valid_from, valid_to = r.valid_to,
-            deleted_at = r.deleted_at
-            FROM records r WHERE r.namespace = t.namespace AND r.rowid = t.record;
-        ALTER TABLE record_tags ALTER COLUMN valid_from SET NOT NULL;
-        ALTER TABLE record_meta ADD COLUMN valid_from bigint,
-            ADD COLUMN valid_to bigint, ADD COLUMN deleted_at bigint;
-        UPDATE record_meta m SET valid_from = r.valid_from, valid_to = r.valid_to,
-            deleted_at = r.deleted_at
-            FROM records r WHERE r.namespace = m.namespace AND r.rowid = m.record;
-        ALTER TABLE record_meta ALTER COLUMN valid_from SET NOT NULL;
-        """,
-    )
+    for table in ("record_tags", "record_meta"):  # names from this code, not input
+        run_script(
+            conn,
+            f"""
+            ALTER TABLE {table} ADD COLUMN valid_from bigint,
+                ADD COLUMN valid_to bigint, ADD COLUMN deleted_at bigint;
+            UPDATE {table} m SET valid_from = r.valid_from, valid_to = r.valid_to,
+                deleted_at = r.deleted_at
+                FROM records r WHERE r.namespace = m.namespace AND r.rowid = m.record;
+            ALTER TABLE {table} ALTER COLUMN valid_from SET NOT NULL;
+            """,
+        )
 
 
 def _ensure_vector_extension(conn: Connection) -> None:

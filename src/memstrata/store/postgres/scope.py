@@ -9,11 +9,11 @@ own tables, by ``md5`` first so an index holds any length, then by the exact tex
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from typing import Any
 
 from memstrata.domain.search import NUMERIC_OPS, Op, Predicate, SearchRequest
 from memstrata.domain.time import Window
+from memstrata.store.members import Member
 
 _NUMERIC_SQL = {Op.GT: ">", Op.GTE: ">=", Op.LT: "<", Op.LTE: "<="}
 
@@ -32,58 +32,45 @@ def temporal_clause(alias: str, window: Window | None) -> tuple[str, list[Any]]:
     )
 
 
-@dataclass(frozen=True)
-class _Member:
-    """One tag or metadata condition: a test on rows of ``table`` in one namespace."""
-
-    table: str
-    test: str  # over the row's columns, each written as {c}column
-    params: tuple[Any, ...]
-
-    def on(self, alias: str) -> str:
-        return self.test.format(c=f"{alias}.")
-
-    def exists(self, namespace: str, rowid: str) -> str:
-        """The test as ``EXISTS`` for the record whose namespace and rowid are given."""
-        return (
-            f"EXISTS (SELECT 1 FROM {self.table} m WHERE m.namespace = {namespace}"
-            f" AND m.record = {rowid} AND {self.on('m')})"
-        )
+def _exists_one(member: Member, namespace: str, rowid: str) -> str:
+    """The member's test as ``EXISTS`` for the record whose namespace and rowid are given."""
+    return (
+        f"EXISTS (SELECT 1 FROM {member.table} m WHERE m.namespace = {namespace}"
+        f" AND m.record = {rowid} AND {member.on('m')})"
+    )
 
 
-def _members(
-    tags: list[str], filters: dict[str, str], predicates: list[Predicate]
-) -> list[_Member]:
+def _members(tags: list[str], filters: dict[str, str], predicates: list[Predicate]) -> list[Member]:
     members = [
-        _Member("record_tags", "md5({c}tag) = md5(%s) AND {c}tag = %s", (tag, tag)) for tag in tags
+        Member("record_tags", "md5({c}tag) = md5(%s) AND {c}tag = %s", (tag, tag)) for tag in tags
     ]
     equal = "{c}key = %s AND md5({c}value) = md5(%s) AND {c}value = %s"
-    members += [_Member("record_meta", equal, (k, v, v)) for k, v in filters.items()]
+    members += [Member("record_meta", equal, (k, v, v)) for k, v in filters.items()]
     for predicate in predicates:
         key = predicate.key
         if predicate.op in NUMERIC_OPS:
             test = f"{{c}}key = %s AND {{c}}num {_NUMERIC_SQL[predicate.op]} %s"
-            members.append(_Member("record_meta", test, (key, predicate.number())))
+            members.append(Member("record_meta", test, (key, predicate.number())))
         elif predicate.op == Op.EQ:
             value = predicate.values[0]
-            members.append(_Member("record_meta", equal, (key, value, value)))
+            members.append(Member("record_meta", equal, (key, value, value)))
         elif predicate.op == Op.NEQ:
             test = "{c}key = %s AND {c}value <> %s"
-            members.append(_Member("record_meta", test, (key, predicate.values[0])))
+            members.append(Member("record_meta", test, (key, predicate.values[0])))
         else:
             test = (
                 "{c}key = %s AND md5({c}value) = ANY (%s::text[]) AND {c}value = ANY (%s::text[])"
             )
             values = list(predicate.values)
-            members.append(_Member("record_meta", test, (key, [_md5(v) for v in values], values)))
+            members.append(Member("record_meta", test, (key, [_md5(v) for v in values], values)))
     return members
 
 
-def _exists(members: list[_Member], namespace: str, rowid: str) -> tuple[list[str], list[Any]]:
+def _exists(members: list[Member], namespace: str, rowid: str) -> tuple[list[str], list[Any]]:
     params: list[Any] = []
     for member in members:
         params += member.params
-    return [member.exists(namespace, rowid) for member in members], params
+    return [_exists_one(member, namespace, rowid) for member in members], params
 
 
 def metadata_clause(

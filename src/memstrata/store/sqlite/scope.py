@@ -8,11 +8,11 @@ can be decided from one index range without reading a record row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from memstrata.domain.search import NUMERIC_OPS, Op, Predicate, SearchRequest
 from memstrata.domain.time import Window
+from memstrata.store.members import Member
 
 _NUMERIC_SQL = {Op.GT: ">", Op.GTE: ">=", Op.LT: "<", Op.LTE: "<="}
 
@@ -35,28 +35,19 @@ def temporal_clause(
     )
 
 
-@dataclass(frozen=True)
-class _Member:
-    """One tag or metadata condition: a test on rows of ``table`` in one namespace."""
-
-    table: str
-    test: str  # over the row's columns, each written as {c}column
-    params: tuple[Any, ...]
-
-    def rows(self, alias: str) -> str:
-        """The namespace and the test, over rows of ``table`` aliased ``alias``."""
-        return f"{alias}.namespace = ? AND " + self.test.format(c=f"{alias}.")
-
-    def subquery(self) -> str:
-        return f"SELECT record FROM {self.table} m WHERE {self.rows('m')}"
+def _rows(member: Member, alias: str) -> str:
+    """The namespace and the member's test, over its rows aliased ``alias``."""
+    return f"{alias}.namespace = ? AND {member.on(alias)}"
 
 
-def _members(
-    filters: dict[str, str], predicates: list[Predicate], tags: list[str]
-) -> list[_Member]:
-    members = [_Member("record_tags", "{c}tag = ?", (tag,)) for tag in tags]
+def _subquery(member: Member) -> str:
+    return f"SELECT record FROM {member.table} m WHERE {_rows(member, 'm')}"
+
+
+def _members(filters: dict[str, str], predicates: list[Predicate], tags: list[str]) -> list[Member]:
+    members = [Member("record_tags", "{c}tag = ?", (tag,)) for tag in tags]
     members += [
-        _Member("record_meta", "{c}key = ? AND {c}value = ?", (key, value))
+        Member("record_meta", "{c}key = ? AND {c}value = ?", (key, value))
         for key, value in filters.items()
     ]
     for predicate in predicates:
@@ -70,13 +61,13 @@ def _members(
         else:
             test = f"{{c}}value IN ({', '.join('?' for _ in predicate.values)})"
             values = list(predicate.values)
-        members.append(_Member("record_meta", "{c}key = ? AND " + test, (predicate.key, *values)))
+        members.append(Member("record_meta", "{c}key = ? AND " + test, (predicate.key, *values)))
     return members
 
 
-def _membership(column: str, namespace: str, members: list[_Member]) -> tuple[list[str], list[Any]]:
+def _membership(column: str, namespace: str, members: list[Member]) -> tuple[list[str], list[Any]]:
     """``column IN (…)`` per member, ``column`` being a record rowid."""
-    clauses = [f"{column} IN ({member.subquery()})" for member in members]
+    clauses = [f"{column} IN ({_subquery(member)})" for member in members]
     params: list[Any] = []
     for member in members:
         params += [namespace, *member.params]
@@ -138,7 +129,7 @@ def scope_rowids(
         where, where_params = scope_clause("r", namespace, request, window)
         return f"SELECT r.rowid AS record FROM records r WHERE {where}", where_params
     driver, *others = members
-    clauses = [driver.rows("d")]
+    clauses = [_rows(driver, "d")]
     params: list[Any] = [namespace, *driver.params]
     other_clauses, other_params = _membership("d.record", namespace, others)
     record_clauses, record_params = _record_clauses("r", request, "")
