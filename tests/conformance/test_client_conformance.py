@@ -151,6 +151,24 @@ def test_invalidate_delete_and_expire(m: Store, ns: str) -> None:
         m.get(ns, "a")
 
 
+@pytest.mark.parametrize("record_id", ["notes/2024/a", "100%", "x%2Fy", "a b?c#d", "ümlaut/../."])
+def test_any_printable_id_is_addressable(m: Store, ns: str, record_id: str) -> None:
+    """Ids are 1-256 printable characters (SPEC §2): '/', '%' and the rest included,
+    in every call that names a record in the path."""
+    m.upsert(ns, {"id": record_id, "content": "first"})
+    m.upsert(ns, {"id": record_id, "content": "second"})
+    assert m.get(ns, record_id).content == "second"
+    assert m.get(ns, record_id, version=1).content == "first"
+    assert [r.content for r in m.history(ns, record_id)] == ["second"]
+    m.set_embedding(ns, record_id, [1.0] + [0.0] * 255)  # derived: no new version
+    assert m.search(ns, query_vector=[1.0] + [0.0] * 255).ids() == [record_id]
+    assert m.invalidate(ns, record_id, at="2099-01-01T00:00:00Z") == 3
+    assert m.verify(ns, record_id, "reviewer") == 4
+    m.delete(ns, record_id, hard=True)
+    with pytest.raises(memstrata.NotFound):
+        m.get(ns, record_id)
+
+
 def test_verify(m: Store, ns: str) -> None:
     m.upsert(ns, {"id": "a", "content": "a claim"})
     assert m.verify(ns, "a", "reviewer-ann") == 2

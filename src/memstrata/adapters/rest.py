@@ -29,6 +29,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import make_asgi_app
+from pydantic import AfterValidator
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
@@ -57,6 +58,7 @@ from memstrata.adapters.rest_models import (
     request_components,
 )
 from memstrata.adapters.rest_observe import Metrics, Observe
+from memstrata.adapters.rest_paths import EncodedSlashes, decode_segment
 from memstrata.config import Settings
 from memstrata.config import open_memory as open_configured
 from memstrata.domain.errors import MemstrataError, PolicyLimit
@@ -173,9 +175,10 @@ Namespace = Annotated[
 ]
 RecordId = Annotated[
     str,
+    AfterValidator(decode_segment),
     Path(
         alias="id",
-        description="Record id (URL-encoded)",
+        description="Record id, percent-encoded as one path segment ('/' as %2F)",
         json_schema_extra={"minLength": 1, "maxLength": MAX_ID_LENGTH},
         examples=["example-1"],
     ),
@@ -501,6 +504,7 @@ def create_app(service: Service | None, settings: Settings) -> FastAPI:
         Route("/metrics", MetricsApp(make_asgi_app(rt.metrics.registry), rt), methods=["GET"])
     )
     app.router.routes.append(Route("/mcp", mcp))
+    app.add_middleware(EncodedSlashes)
     app.add_middleware(Observe, metrics=rt.metrics)
 
     def openapi() -> dict[str, Any]:
