@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import memstrata
 from memstrata.embedding import (
     CachedEmbedder,
     EmbedderConfig,
@@ -147,3 +149,22 @@ def test_make_embedder_wraps_with_a_cache() -> None:
     assert e.embedder_id == "hash:feature-hash-v1:32"
     e.embed_documents(["a", "a"])
     assert (cache.hits, cache.misses) == (1, 1)
+
+
+def test_each_namespace_has_its_own_cache(tmp_path: Path) -> None:
+    """SPEC §5: a bounded cache per namespace. The same text in a second namespace goes
+    to the provider again; a repeat within a namespace does not; metrics sum them."""
+    provider = CountingEmbedder(8)
+    shared = CachedEmbedder(provider, EmbeddingCache(2))
+    with memstrata.open(tmp_path / "m.db", embedder=shared, background_jobs=False) as m:
+        m.upsert("a", [{"content": "same text"}, {"content": "other text"}])
+        m.upsert("b", [{"content": "same text"}])
+        m.upsert("a", [{"content": "same text"}])  # a cached document vector
+        assert provider.calls == [["same text", "other text"], ["same text"]]
+        m.search("a", "same text", ranking="semantic")  # a query vector: its own key
+        m.search("a", "same text", ranking="semantic")
+        assert provider.embedded.count("same text") == 3
+        caches = m.service.embedders.caches()
+        assert len(caches) == 2 and all(cache.capacity == 2 for cache in caches)
+        assert (sum(c.misses for c in caches), sum(c.hits for c in caches)) == (4, 2)
+        assert len(shared.cache) == 0  # the template's own cache is never used

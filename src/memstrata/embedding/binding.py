@@ -35,7 +35,11 @@ def build_embedder(spec: EmbedderSpec, cache_size: int = 0) -> Embedder | None:
 
 
 class EmbedderBinding:
-    """A default embedder plus per-namespace overrides; ``None`` means no embedder."""
+    """A default embedder plus per-namespace overrides; ``None`` means no embedder.
+
+    Each namespace gets its own embedding cache (SPEC §5), made on first use, even
+    where namespaces share a provider: one namespace's texts never evict another's,
+    and whether a text is cached says nothing about what other namespaces embedded."""
 
     def __init__(
         self, default: Embedder | None, overrides: Mapping[str, Embedder | None] | None = None
@@ -43,20 +47,26 @@ class EmbedderBinding:
         self.default = default
         self.overrides = dict(overrides or {})
         self._lock = threading.Lock()
+        self._per_namespace: dict[str, CachedEmbedder] = {}
 
     def for_namespace(self, namespace: str) -> Embedder | None:
-        return self.overrides.get(namespace, self.default)
+        embedder = self.overrides.get(namespace, self.default)
+        if not isinstance(embedder, CachedEmbedder):
+            return embedder
+        with self._lock:
+            own = self._per_namespace.get(namespace)
+            if own is None:
+                own = self._per_namespace[namespace] = embedder.with_own_cache()
+            return own
 
     def describe(self, namespace: str) -> str:
         embedder = self.for_namespace(namespace)
         return embedder.embedder_id if embedder is not None else "none"
 
     def caches(self) -> list[EmbeddingCache]:
-        found = []
-        for embedder in [self.default, *self.overrides.values()]:
-            if isinstance(embedder, CachedEmbedder) and embedder.cache not in found:
-                found.append(embedder.cache)
-        return found
+        """Every namespace's cache in use (for the hit and miss metrics)."""
+        with self._lock:
+            return [embedder.cache for embedder in self._per_namespace.values()]
 
     def close(self) -> None:
         for embedder in {id(e): e for e in [self.default, *self.overrides.values()] if e}.values():

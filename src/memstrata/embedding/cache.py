@@ -126,6 +126,10 @@ class CachedEmbedder(Embedder):
         self.cache.record(hits=len(items) - len(pending), misses=len(pending))
         return out
 
+    def with_own_cache(self) -> CachedEmbedder:
+        """The same provider behind a new, empty cache of the same size."""
+        return CachedEmbedder(self.inner, EmbeddingCache(self.cache.capacity))
+
     def close(self) -> None:
         self.inner.close()
 
