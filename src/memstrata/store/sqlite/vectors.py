@@ -31,7 +31,8 @@ class _Matrix:
         self.seq = 0
 
     def reserve(self, rows: int, top_rowid: int) -> None:
-        """Room for ``rows`` vectors and rowids up to ``top_rowid``, allocated once."""
+        """Room for ``rows`` vectors and rowids up to ``top_rowid`` (rows past ``count``
+        are never read, so they need no zeroing)."""
         if rows > self.rows.shape[0]:
             grown_rows = np.empty((rows, self.dimensions), np.float32)
             grown_rows[: self.count] = self.rows[: self.count]
@@ -42,18 +43,13 @@ class _Matrix:
             self.position = grown
 
     def put(self, rowids: np.ndarray, vectors: np.ndarray) -> None:
-        top = int(rowids.max()) + 1
-        if top > self.position.shape[0]:
-            grown = np.full(max(top, 2 * self.position.shape[0]), -1, dtype=np.int64)
-            grown[: self.position.shape[0]] = self.position
-            self.position = grown
-        fresh = rowids[self.position[rowids] < 0]
-        fresh = np.unique(fresh)
+        top = int(rowids.max())
+        if top >= self.position.shape[0]:
+            self.reserve(0, max(top, 2 * self.position.shape[0]))
+        fresh = np.unique(rowids[self.position[rowids] < 0])
         need = self.count + fresh.shape[0]
         if need > self.rows.shape[0]:
-            grown_rows = np.zeros((max(need, 2 * self.rows.shape[0]), self.dimensions), np.float32)
-            grown_rows[: self.count] = self.rows[: self.count]
-            self.rows = grown_rows
+            self.reserve(max(need, 2 * self.rows.shape[0]), 0)
         self.position[fresh] = np.arange(self.count, need)
         self.count = need
         self.rows[self.position[rowids]] = vectors
