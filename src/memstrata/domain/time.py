@@ -26,10 +26,6 @@ _RFC3339 = re.compile(
     r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$"
 )
 
-MIN_INSTANT = -62135596800 * 1_000_000  # 0001-01-01T00:00:00Z
-MAX_INSTANT = 253402300799 * 1_000_000 + 999_999  # 9999-12-31T23:59:59.999999Z
-
-
 def now_us() -> int:
     """The current instant, in microseconds since the epoch."""
     return time.time_ns() // 1000

@@ -75,9 +75,6 @@ class Store(Protocol):
         query: np.ndarray,
         limit: int,
     ) -> tuple[list[tuple[Record, float]], int]: ...
-    def count_in_scope(
-        self, namespace: str, request: SearchRequest, window: Window | None
-    ) -> int: ...
 
     # derived vectors (rowid = the backend's internal integer key of a record)
     def vectors_for(

@@ -363,12 +363,6 @@ class PostgresStore:
             for row in rows
         ]
 
-    def count_in_scope(self, namespace: str, request: SearchRequest, window: Window | None) -> int:
-        scope, params = scope_rowids(namespace, request, window)
-        with self.db.connection() as conn:
-            row = conn.execute(f"SELECT count(*) FROM ({scope}) s", params).fetchone()
-        return int(row[0]) if row else 0
-
     def build_vector_index(self, dimensions: int) -> None:
         """Builds the HNSW index of one vector dimension now (a search builds it when
         it first needs it; after a bulk load an operator may build it ahead)."""

@@ -360,13 +360,6 @@ class SqliteStore:
         return [dict(zip(JOB_FIELDS, row, strict=True)) for row in self.db.conn().execute(
             sql + " ORDER BY id", params)]  # fmt: skip
 
-    def count_in_scope(self, namespace: str, request: SearchRequest, window: Window | None) -> int:
-        select, params = scope_rowids(namespace, request, window)
-        row = self.db.conn().execute(f"SELECT count(*) FROM ({select})", params)
-        return int(row.fetchone()[0])
-
-    # -- tokens -------------------------------------------------------------------
-
     def token_create(self, token: Token) -> None:
         with self.db.atomic() as conn:
             conn.execute(
