@@ -26,6 +26,7 @@ _RFC3339 = re.compile(
     r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$"
 )
 
+
 def now_us() -> int:
     """The current instant, in microseconds since the epoch."""
     return time.time_ns() // 1000
