@@ -1,4 +1,5 @@
-"""The HTTP plumbing the remote providers share: one pooled client, retries, errors.
+"""The HTTP plumbing the remote providers share: one pooled client, retries, errors,
+and ``HttpEmbedder``, the base of the providers reached over HTTP.
 
     httpx.TransportError (connect, timeout, …)  ─┐ retried with backoff, then
     HTTP 408 / 429 / 5xx                          ─┘ ProviderFailed
@@ -13,13 +14,14 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import httpx
 
 from memstrata.domain.errors import InvalidInput, ProviderFailed
 from memstrata.domain.secrets import Secret
-from memstrata.embedding.base import redact
+from memstrata.embedding.base import DEFAULT_BATCH_SIZE, Embedder, redact
+from memstrata.embedding.config import EmbedderConfig, secret_from_env
 
 log = logging.getLogger(__name__)
 
@@ -184,3 +186,69 @@ def _display_raw(base_url: object) -> str:
         return _display(str(base_url))
     except Exception:  # an unparseable URL may hold anything; show only its kind
         return "<unparseable>"
+
+
+class HttpEmbedder(Embedder):
+    """A provider reached over JSON-over-HTTP: the size from ``dimensions`` or the
+    model's known size, one pooled :class:`HttpClient`, and construction from config.
+    Subclasses say how to ask and how to read the reply (``_embed_batch``)."""
+
+    DEFAULT_BASE_URL: ClassVar[str]
+    DEFAULT_MODEL: ClassVar[str]
+    #: Native sizes of common models, so these need no ``dimensions``.
+    KNOWN_DIMENSIONS: ClassVar[dict[str, int]] = {}
+    #: How the error for an unknown size names the model ("model", "Ollama model").
+    MODEL_LABEL: ClassVar[str] = "model"
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        dimensions: int | None,
+        base_url: str,
+        api_key: Secret | None,
+        timeout: float,
+        batch_size: int,
+        max_chars: int,
+        max_attempts: int,
+        backoff_base: float,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        size = dimensions or self.known_size(model)
+        if size is None:
+            raise InvalidInput(
+                f"embedding.dimensions is required for {self.MODEL_LABEL} {model!r}: "
+                "set it to the size of the vectors the model returns"
+            )
+        super().__init__(model=model, dimensions=size, batch_size=batch_size, max_chars=max_chars)
+        self._http = HttpClient(
+            name=self.embedder_id,
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            max_attempts=max_attempts,
+            backoff_base=backoff_base,
+            transport=transport,
+        )
+
+    @classmethod
+    def known_size(cls, model: str) -> int | None:
+        return cls.KNOWN_DIMENSIONS.get(model)
+
+    @classmethod
+    def from_config(cls, config: EmbedderConfig, secret_env: frozenset[str]) -> Self:
+        """Build from config; the key is read from ``api_key_env`` now, if one is named."""
+        return cls(
+            model=config.model or cls.DEFAULT_MODEL,
+            dimensions=config.dimensions,
+            base_url=config.base_url or cls.DEFAULT_BASE_URL,
+            api_key=secret_from_env(config.api_key_env),
+            timeout=config.timeout,
+            batch_size=config.batch_size or DEFAULT_BATCH_SIZE,
+            max_chars=config.max_chars,
+            max_attempts=config.max_attempts,
+            backoff_base=config.backoff_base,
+        )
+
+    def close(self) -> None:
+        self._http.close()

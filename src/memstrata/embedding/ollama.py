@@ -6,34 +6,31 @@ server cut a text to the model's context instead of refusing it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import numpy as np
 
-from memstrata.domain.errors import InvalidInput, ProviderFailed
+from memstrata.domain.errors import ProviderFailed
 from memstrata.domain.secrets import Secret
-from memstrata.embedding.base import DEFAULT_BATCH_SIZE, DEFAULT_MAX_CHARS, Embedder
-from memstrata.embedding.config import EmbedderConfig, secret_from_env
-from memstrata.embedding.http import HttpClient
-
-DEFAULT_BASE_URL = "http://127.0.0.1:11434"
-DEFAULT_MODEL = "nomic-embed-text"
-
-# Native sizes of common embedding models, so these need no ``dimensions``.
-KNOWN_DIMENSIONS = {
-    "nomic-embed-text": 768,
-    "mxbai-embed-large": 1024,
-    "all-minilm": 384,
-    "bge-m3": 1024,
-    "snowflake-arctic-embed": 1024,
-}
+from memstrata.embedding.base import DEFAULT_BATCH_SIZE, DEFAULT_MAX_CHARS
+from memstrata.embedding.http import HttpEmbedder
 
 
-class OllamaEmbedder(Embedder):
+class OllamaEmbedder(HttpEmbedder):
     """Embeds through an Ollama server (no key needed; one is sent if configured)."""
 
     provider = "ollama"
+    DEFAULT_BASE_URL = "http://127.0.0.1:11434"
+    DEFAULT_MODEL = "nomic-embed-text"
+    KNOWN_DIMENSIONS: ClassVar[dict[str, int]] = {
+        "nomic-embed-text": 768,
+        "mxbai-embed-large": 1024,
+        "all-minilm": 384,
+        "bge-m3": 1024,
+        "snowflake-arctic-embed": 1024,
+    }
+    MODEL_LABEL = "Ollama model"
 
     def __init__(
         self,
@@ -49,22 +46,15 @@ class OllamaEmbedder(Embedder):
         backoff_base: float = 0.5,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        size = dimensions or KNOWN_DIMENSIONS.get(model.removesuffix(":latest"))
-        if size is None:
-            raise InvalidInput(
-                f"embedding.dimensions is required for Ollama model {model!r}: "
-                "set it to the size of the vectors the model returns"
-            )
-        super().__init__(model=model, dimensions=size, batch_size=batch_size, max_chars=max_chars)
-        self._http = HttpClient(
-            name=self.embedder_id,
-            base_url=base_url,
-            api_key=api_key,
-            timeout=timeout,
-            max_attempts=max_attempts,
-            backoff_base=backoff_base,
-            transport=transport,
-        )
+        super().__init__(
+            model=model, dimensions=dimensions, base_url=base_url, api_key=api_key,
+            timeout=timeout, batch_size=batch_size, max_chars=max_chars,
+            max_attempts=max_attempts, backoff_base=backoff_base, transport=transport,
+        )  # fmt: skip
+
+    @classmethod
+    def known_size(cls, model: str) -> int | None:
+        return cls.KNOWN_DIMENSIONS.get(model.removesuffix(":latest"))
 
     def _embed_batch(self, texts: list[str], *, query: bool) -> np.ndarray:
         payload: dict[str, Any] = {"model": self.model, "input": texts, "truncate": True}
@@ -81,19 +71,5 @@ class OllamaEmbedder(Embedder):
                 f"{self.embedder_id}: 'embeddings' must be a list of equal-length number lists"
             ) from None
 
-    def close(self) -> None:
-        self._http.close()
 
-
-def from_config(config: EmbedderConfig, secret_env: frozenset[str]) -> OllamaEmbedder:
-    return OllamaEmbedder(
-        model=config.model or DEFAULT_MODEL,
-        dimensions=config.dimensions,
-        base_url=config.base_url or DEFAULT_BASE_URL,
-        api_key=secret_from_env(config.api_key_env),
-        timeout=config.timeout,
-        batch_size=config.batch_size or DEFAULT_BATCH_SIZE,
-        max_chars=config.max_chars,
-        max_attempts=config.max_attempts,
-        backoff_base=config.backoff_base,
-    )
+from_config = OllamaEmbedder.from_config

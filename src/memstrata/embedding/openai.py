@@ -11,32 +11,28 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import httpx
 import numpy as np
 
 from memstrata.domain.errors import InvalidInput, ProviderFailed
 from memstrata.domain.secrets import Secret
-from memstrata.embedding.base import DEFAULT_BATCH_SIZE, DEFAULT_MAX_CHARS, Embedder
-from memstrata.embedding.config import EmbedderConfig, secret_from_env
-from memstrata.embedding.http import HttpClient
-
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
-DEFAULT_MODEL = "text-embedding-3-small"
-
-# Native sizes, so a known model needs no ``dimensions``; any other model must state it.
-KNOWN_DIMENSIONS = {
-    "text-embedding-3-small": 1536,
-    "text-embedding-3-large": 3072,
-    "text-embedding-ada-002": 1536,
-}
+from memstrata.embedding.base import DEFAULT_BATCH_SIZE, DEFAULT_MAX_CHARS
+from memstrata.embedding.http import HttpEmbedder
 
 
-class OpenAIEmbedder(Embedder):
+class OpenAIEmbedder(HttpEmbedder):
     """Embeds through an OpenAI-compatible server; ``dimensions`` is sent when given."""
 
     provider = "openai"
+    DEFAULT_BASE_URL = "https://api.openai.com/v1"
+    DEFAULT_MODEL = "text-embedding-3-small"
+    KNOWN_DIMENSIONS: ClassVar[dict[str, int]] = {
+        "text-embedding-3-small": 1536,
+        "text-embedding-3-large": 3072,
+        "text-embedding-ada-002": 1536,
+    }
 
     def __init__(
         self,
@@ -53,26 +49,16 @@ class OpenAIEmbedder(Embedder):
         backoff_base: float = 0.5,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        size = dimensions or KNOWN_DIMENSIONS.get(model)
-        if size is None:
-            raise InvalidInput(
-                f"embedding.dimensions is required for model {model!r}: "
-                "set it to the size of the vectors the model returns"
-            )
-        super().__init__(model=model, dimensions=size, batch_size=batch_size, max_chars=max_chars)
+        super().__init__(
+            model=model, dimensions=dimensions, base_url=base_url, api_key=api_key,
+            timeout=timeout, batch_size=batch_size, max_chars=max_chars,
+            max_attempts=max_attempts, backoff_base=backoff_base, transport=transport,
+        )  # fmt: skip
         if encoding_format not in ("float", "base64"):
+            self.close()
             raise InvalidInput("encoding_format must be 'float' or 'base64'")
         self._send_dimensions = dimensions
         self._encoding_format = encoding_format
-        self._http = HttpClient(
-            name=self.embedder_id,
-            base_url=base_url,
-            api_key=api_key,
-            timeout=timeout,
-            max_attempts=max_attempts,
-            backoff_base=backoff_base,
-            transport=transport,
-        )
 
     def _embed_batch(self, texts: list[str], *, query: bool) -> np.ndarray:
         payload: dict[str, Any] = {
@@ -107,9 +93,6 @@ class OpenAIEmbedder(Embedder):
             raise ProviderFailed(f"{self.embedder_id}: the reply mixes vector sizes")
         return np.stack(rows) if rows else np.empty((0, self.dimensions), np.float32)
 
-    def close(self) -> None:
-        self._http.close()
-
 
 def _vector(embedding: object) -> np.ndarray:
     if isinstance(embedding, str):
@@ -127,16 +110,4 @@ def _summary(indexes: Iterable[int]) -> str:
     return str(shown) if len(shown) <= 10 else f"{shown[:10]}…"
 
 
-def from_config(config: EmbedderConfig, secret_env: frozenset[str]) -> OpenAIEmbedder:
-    """Build from config; the key is read from ``api_key_env`` now, if one is named."""
-    return OpenAIEmbedder(
-        model=config.model or DEFAULT_MODEL,
-        dimensions=config.dimensions,
-        base_url=config.base_url or DEFAULT_BASE_URL,
-        api_key=secret_from_env(config.api_key_env),
-        timeout=config.timeout,
-        batch_size=config.batch_size or DEFAULT_BATCH_SIZE,
-        max_chars=config.max_chars,
-        max_attempts=config.max_attempts,
-        backoff_base=config.backoff_base,
-    )
+from_config = OpenAIEmbedder.from_config
