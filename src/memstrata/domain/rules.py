@@ -34,13 +34,13 @@ def supersession_closure(old: Record, new: Record, field: str, now: int) -> Reco
     closed_at = new.valid_from
     if old.valid_to is not None and old.valid_to < closed_at:
         closed_at = old.valid_to  # an earlier invalidation stands; never reopen it
-    return old.model_copy(
-        update={
-            "valid_to": closed_at,
-            "superseded_by": new.id,
-            "updated_at": from_us(now),
-            "version": (old.version or 0) + 1,
-        }
+    return next_version(old, {"valid_to": closed_at, "superseded_by": new.id}, now)
+
+
+def next_version(record: Record, update: dict[str, Any], now: int) -> Record:
+    """``record`` with ``update`` applied, as its next version written at ``now``."""
+    return record.model_copy(
+        update={**update, "updated_at": from_us(now), "version": (record.version or 0) + 1}
     )
 
 

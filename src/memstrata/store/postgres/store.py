@@ -27,8 +27,9 @@ from memstrata.domain.auth import Capability, Token
 from memstrata.domain.errors import NotFound
 from memstrata.domain.ledger import LedgerEntry
 from memstrata.domain.records import Record
-from memstrata.domain.search import ExpireAction, ExpireRequest, SearchRequest
+from memstrata.domain.search import ExpireRequest, SearchRequest
 from memstrata.domain.time import Window, now_us
+from memstrata.store import expiry
 from memstrata.store.base import JOB_FIELDS
 from memstrata.store.postgres import lexical, vectors, writes
 from memstrata.store.postgres.connection import Connection, Database, connect
@@ -148,16 +149,9 @@ class PostgresStore:
     def expire(self, namespace: str, request: ExpireRequest, *, now: int, actor: str) -> int:
         """Applies the action to at most ``max_rows`` matching records, oldest first."""
         clauses, params = metadata_clause("r", request.filter, request.predicates)
-        where = ["r.namespace = %s", *clauses]
-        params = [namespace, *params]
-        if request.action == ExpireAction.INVALIDATE:
-            where.append(
-                "r.deleted_at IS NULL AND r.superseded_by IS NULL AND r.valid_from < %s"
-                " AND (r.valid_to IS NULL OR r.valid_to > %s)"
-            )
-            params += [now, now]
-        elif request.action == ExpireAction.SOFT_DELETE:
-            where.append("r.deleted_at IS NULL")
+        action_terms, action_params = expiry.candidates(request.action, now, "%s")
+        where = ["r.namespace = %s", *clauses, *action_terms]
+        params = [namespace, *params, *action_params]
 
         def work(conn: Connection) -> int:
             ids = [
@@ -168,14 +162,7 @@ class PostgresStore:
                     [*params, request.max_rows],
                 )
             ]
-            for record_id in ids:
-                if request.action == ExpireAction.INVALIDATE:
-                    writes.invalidate(conn, namespace, record_id, now, now=now, actor=actor)
-                elif request.action == ExpireAction.SOFT_DELETE:
-                    writes.soft_delete(conn, namespace, record_id, now=now, actor=actor)
-                else:
-                    writes.hard_delete(conn, namespace, record_id, now=now, actor=actor)
-            return len(ids)
+            return expiry.apply(writes, conn, namespace, ids, request.action, now=now, actor=actor)
 
         return self.db.write(work, pipeline=True)
 

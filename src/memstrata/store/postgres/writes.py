@@ -333,8 +333,8 @@ def change(
     detail: dict[str, Any] | None = None,
 ) -> int:
     """Writes a new version of ``record`` with ``update`` applied."""
-    version = (record.version or 0) + 1
-    changed = record.model_copy(update={**update, "updated_at": from_us(now), "version": version})
+    changed = rules.next_version(record, update, now)
+    version = changed.version or 0
     save(conn, rowid, changed)  # the content is unchanged, and so its full-text vector
     ledger(conn, at=now, op=op, namespace=namespace, record_id=record.id, version=version,
            actor=actor, detail=detail)  # fmt: skip

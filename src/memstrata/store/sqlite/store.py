@@ -13,8 +13,9 @@ from memstrata.domain.auth import Capability, Token
 from memstrata.domain.errors import NotFound
 from memstrata.domain.ledger import LedgerEntry
 from memstrata.domain.records import Record
-from memstrata.domain.search import ExpireAction, ExpireRequest, SearchRequest, query_words
+from memstrata.domain.search import ExpireRequest, SearchRequest, query_words
 from memstrata.domain.time import Window, now_us
+from memstrata.store import expiry
 from memstrata.store.base import JOB_FIELDS
 from memstrata.store.sqlite import writes
 from memstrata.store.sqlite.connection import Database
@@ -97,16 +98,9 @@ class SqliteStore:
     def expire(self, namespace: str, request: ExpireRequest, *, now: int, actor: str) -> int:
         """Applies the action to at most ``max_rows`` matching records, oldest first."""
         clauses, params = metadata_clause("r.rowid", namespace, request.filter, request.predicates)
-        where = ["r.namespace = ?", *clauses]
-        params = [namespace, *params]
-        if request.action == ExpireAction.INVALIDATE:
-            where.append(
-                "r.deleted_at IS NULL AND r.superseded_by IS NULL AND r.valid_from < ?"
-                " AND (r.valid_to IS NULL OR r.valid_to > ?)"
-            )
-            params += [now, now]
-        elif request.action == ExpireAction.SOFT_DELETE:
-            where.append("r.deleted_at IS NULL")
+        action_terms, action_params = expiry.candidates(request.action, now, "?")
+        where = ["r.namespace = ?", *clauses, *action_terms]
+        params = [namespace, *params, *action_params]
         with self.db.atomic() as conn:
             ids = [
                 row[0]
@@ -116,14 +110,7 @@ class SqliteStore:
                     [*params, request.max_rows],
                 )
             ]
-            for record_id in ids:
-                if request.action == ExpireAction.INVALIDATE:
-                    writes.invalidate(conn, namespace, record_id, now, now=now, actor=actor)
-                elif request.action == ExpireAction.SOFT_DELETE:
-                    writes.soft_delete(conn, namespace, record_id, now=now, actor=actor)
-                else:
-                    writes.hard_delete(conn, namespace, record_id, now=now, actor=actor)
-            return len(ids)
+            return expiry.apply(writes, conn, namespace, ids, request.action, now=now, actor=actor)
 
     def set_embedding(
         self,
