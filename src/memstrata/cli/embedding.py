@@ -9,43 +9,16 @@ change of embedder model, or to rebuild every vector.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from memstrata.cli import output
 from memstrata.cli.context import open_memory
 from memstrata.cli.options import JsonOutput, Namespace
-from memstrata.jobs.embed import JobReport
+from memstrata.jobs.embed import JobReport, Progress
 from memstrata.memory import Memory
-
-ProgressCallback = Callable[[int, int], None]
-
-
-@contextmanager
-def _progress_bar(description: str) -> Iterator[ProgressCallback]:
-    """A transient progress bar on stderr (drawn only on a terminal); yields the
-    ``progress(done, total)`` callback the embed job calls after each batch."""
-    console = Console(stderr=True)
-    bar = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    )
-    task = bar.add_task(description, total=None)
-
-    def advance(done: int, total: int) -> None:
-        bar.update(task, completed=done, total=total)
-
-    with bar:
-        yield advance
 
 
 def _run(
@@ -53,16 +26,16 @@ def _run(
     namespace: str,
     as_json: bool,
     *,
-    job: Callable[[Memory, str, ProgressCallback | None], JobReport],
+    job: Callable[[Memory, str, Progress | None], JobReport],
     verb: str,
 ) -> None:
     with open_memory(ctx) as memory:
-        bar: AbstractContextManager[ProgressCallback | None] = nullcontext(None)
+        bar: AbstractContextManager[Progress | None] = nullcontext(None)
         if not as_json:
             embedder_id = memory.embedder_id(namespace)
             if embedder_id != "none":  # with none, the job's own error says so
                 output.print_note(output.embedder_note(embedder_id))
-                bar = _progress_bar("embedding")
+                bar = output.progress_bar("embedding")
         with bar as progress:
             report = job(memory, namespace, progress)
     if as_json:

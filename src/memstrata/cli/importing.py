@@ -10,14 +10,11 @@ the first write; see :mod:`memstrata.importing` for what is atomic.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from memstrata.cli import output
 from memstrata.cli.context import open_memory
@@ -31,33 +28,11 @@ from memstrata.importing import (
     import_conversation,
     import_jsonl,
 )
+from memstrata.jobs.embed import Progress
 from memstrata.memory import Memory
 
 FormatName = Literal["auto", "jsonl", "conversation"]
-ProgressCallback = Callable[[int, int], None]
 _SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "conversation"}
-
-
-@contextmanager
-def _progress_bar() -> Iterator[ProgressCallback]:
-    """A transient progress bar on stderr, drawn only on a terminal."""
-    console = Console(stderr=True)
-    bar = Progress(
-        TextColumn("importing"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    )
-    task = bar.add_task("importing", total=None)
-
-    def advance(done: int, total: int) -> None:
-        bar.update(task, completed=done, total=total)
-
-    with bar:
-        yield advance
 
 
 def _format_of(path: Path, given: FormatName) -> str:
@@ -167,8 +142,8 @@ def import_(
         for _ in conversation_records(sessions, conversation=ident, template=template):
             pass
     with open_memory(ctx) as memory:
-        bar: AbstractContextManager[ProgressCallback | None] = (
-            nullcontext(None) if as_json else _progress_bar()
+        bar: AbstractContextManager[Progress | None] = (
+            nullcontext(None) if as_json else output.progress_bar("importing")
         )
         with bar as progress:
             reports = _run(memory, namespace, file, kind, conversations, template,
@@ -203,7 +178,7 @@ def _run(
     conversations: list[tuple[str | None, Any]],
     template: str,
     batch_size: int,
-    progress: ProgressCallback | None,
+    progress: Progress | None,
 ) -> list[ImportReport]:
     if kind == "jsonl":
         return [import_jsonl(memory, namespace, file, batch_size=batch_size, progress=progress)]

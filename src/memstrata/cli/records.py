@@ -30,9 +30,21 @@ from memstrata.cli.options import (
     parse_wheres,
     record_fields,
 )
+from memstrata.domain.records import UpsertResult
+from memstrata.memory import Memory
 
 IdArgument = Annotated[str, typer.Argument(help="Record id.", show_default=False)]
 ContentArgument = Annotated[str, typer.Argument(help="What to remember.", show_default=False)]
+
+
+def _store(ctx: typer.Context, as_json: bool, write: Callable[[Memory], UpsertResult]) -> None:
+    """Runs one write and prints what it stored."""
+    with open_memory(ctx) as memory:
+        result = write(memory)
+    if as_json:
+        output.print_json(result.model_dump(mode="json"))
+    else:
+        output.print_written(result.ids, result.versions, result.warnings, verb="stored")
 
 
 def add(
@@ -65,12 +77,7 @@ def add(
         supersedes=supersedes,
         if_version=if_version,
     )
-    with open_memory(ctx) as memory:
-        result = memory.upsert(namespace, record)
-    if as_json:
-        output.print_json(result.model_dump(mode="json"))
-    else:
-        output.print_written(result.ids, result.versions, result.warnings, verb="stored")
+    _store(ctx, as_json, lambda memory: memory.upsert(namespace, record))
 
 
 def supersede(
@@ -107,12 +114,7 @@ def supersede(
         supersedes=supersedes,
         if_version=if_version,
     )
-    with open_memory(ctx) as memory:
-        result = memory.supersede(namespace, old_id, record)
-    if as_json:
-        output.print_json(result.model_dump(mode="json"))
-    else:
-        output.print_written(result.ids, result.versions, result.warnings, verb="stored")
+    _store(ctx, as_json, lambda memory: memory.supersede(namespace, old_id, record))
 
 
 def get(
