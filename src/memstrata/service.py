@@ -26,7 +26,13 @@ from memstrata.domain.errors import (
 )
 from memstrata.domain.fusion import RRF_K, reciprocal_rank_fusion
 from memstrata.domain.ids import new_id
-from memstrata.domain.records import Record, UpsertResult, validate_namespace, validate_record_id
+from memstrata.domain.records import (
+    Record,
+    UpsertResult,
+    superseding,
+    validate_namespace,
+    validate_record_id,
+)
 from memstrata.domain.search import (
     ExpireRequest,
     Hit,
@@ -255,9 +261,7 @@ class Service:
     def supersede(
         self, namespace: str, old_id: str, record: Record, *, actor: str = LOCAL_ACTOR
     ) -> UpsertResult:
-        validate_record_id(old_id, "old_id")
-        merged = record.model_copy(update={"supersedes": [*record.supersedes, old_id]})
-        return self.upsert(namespace, [merged], actor=actor)
+        return self.upsert(namespace, [superseding(record, old_id)], actor=actor)
 
     def invalidate(
         self, namespace: str, record_id: str, at: int | None = None, *, actor: str = LOCAL_ACTOR

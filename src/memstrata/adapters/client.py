@@ -24,7 +24,7 @@ import httpx
 from pydantic import BaseModel
 
 from memstrata.domain.errors import ERRORS_BY_CODE, MemstrataError, ProviderFailed
-from memstrata.domain.records import Record, UpsertResult, validate_record_id
+from memstrata.domain.records import Record, UpsertResult, superseding
 from memstrata.domain.search import SearchRequest, SearchResult
 from memstrata.domain.time import format_instant, parse_instant
 from memstrata.domain.validation import parse_model
@@ -123,10 +123,7 @@ class Client:
         return self.upsert(namespace, [{"content": content, **fields}]).ids[0]
 
     def supersede(self, namespace: str, old_id: str, record: RecordLike) -> UpsertResult:
-        validate_record_id(old_id, "old_id")
-        parsed = to_record(record, "record")
-        revised = parsed.model_copy(update={"supersedes": [*parsed.supersedes, old_id]})
-        return self.upsert(namespace, [revised])
+        return self.upsert(namespace, [superseding(to_record(record, "record"), old_id)])
 
     def invalidate(self, namespace: str, id: str, at: Any = None) -> int:
         body = {} if at is None else {"at": format_instant(parse_instant(at, "at"))}

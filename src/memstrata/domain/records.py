@@ -187,6 +187,12 @@ class Record(BaseModel):
         return data
 
 
+def superseding(record: Record, old_id: str) -> Record:
+    """``record`` as the successor of ``old_id`` (what ``supersede`` writes)."""
+    validate_record_id(old_id, "old_id")
+    return record.model_copy(update={"supersedes": [*record.supersedes, old_id]})
+
+
 class UpsertResult(BaseModel):
     ids: list[str]
     versions: list[int]
