@@ -351,9 +351,9 @@ class Service:
         return self.store.jobs(namespace)
 
     def job(self, job_id: int) -> dict[str, Any]:
-        for job in self.store.jobs():
-            if job["id"] == job_id:
-                return job
+        # ids are 64-bit integers in both stores: a larger number names no job
+        for job in self.store.jobs(job_id=job_id) if abs(job_id) < 2**63 else []:
+            return job
         raise NotFound(f"job {job_id} does not exist")
 
     def namespaces(self) -> list[str]:
@@ -368,7 +368,7 @@ class Service:
             "namespace": namespace,
             "embedder": self.embedders.describe(namespace),
             "backlog": self.backlog(namespace),
-            "jobs": self.store.jobs(namespace)[-10:],
+            "jobs": self.store.jobs(namespace, last=10),
         }
 
     def _background_embed(self, namespace: str) -> None:

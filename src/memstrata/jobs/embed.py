@@ -71,8 +71,8 @@ def mark_interrupted(store: Store) -> list[int]:
     ended (killed, crashed, powered off). Their work is not lost: the database is the
     cursor, and the next job carries on from it. Returns the ids marked."""
     marked = []
-    for job in store.jobs():
-        if job["state"] == "running" and job.get("owner") and _process_gone(job["owner"]):
+    for job in store.jobs(state="running"):
+        if job["owner"] and _process_gone(job["owner"]):
             store.job_update(
                 job["id"],
                 state="interrupted",

@@ -23,6 +23,31 @@ JOB_FIELDS = (
 )  # fmt: skip
 
 
+def jobs_query(
+    mark: str,
+    namespace: str | None = None,
+    *,
+    state: str | None = None,
+    job_id: int | None = None,
+    last: int | None = None,
+) -> tuple[str, list[Any]]:
+    """The SELECT of job rows (JOB_FIELDS, oldest first) that match every filter given,
+    only the ``last`` ones if asked; ``mark`` is the backend's placeholder."""
+    where = []
+    params: list[Any] = []
+    for column, value in (("namespace", namespace), ("state", state), ("id", job_id)):
+        if value is not None:
+            where.append(f"{column} = {mark}")
+            params.append(value)
+    sql = f"SELECT {', '.join(JOB_FIELDS)} FROM jobs"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    if last is not None:
+        sql = f"SELECT * FROM ({sql} ORDER BY id DESC LIMIT {mark}) latest"
+        params.append(last)
+    return sql + " ORDER BY id", params
+
+
 class Store(Protocol):
     backend: str
 
@@ -94,7 +119,14 @@ class Store(Protocol):
     def job_update(
         self, job_id: int, *, state: str, done: int, error: str | None, now: int
     ) -> None: ...
-    def jobs(self, namespace: str | None = None) -> list[dict[str, Any]]: ...
+    def jobs(
+        self,
+        namespace: str | None = None,
+        *,
+        state: str | None = None,
+        job_id: int | None = None,
+        last: int | None = None,
+    ) -> list[dict[str, Any]]: ...
 
     # tokens
     def token_create(self, token: Token) -> None: ...

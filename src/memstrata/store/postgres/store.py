@@ -30,7 +30,7 @@ from memstrata.domain.records import Record
 from memstrata.domain.search import ExpireRequest, SearchRequest
 from memstrata.domain.time import Window, now_us
 from memstrata.store import expiry
-from memstrata.store.base import JOB_FIELDS
+from memstrata.store.base import JOB_FIELDS, jobs_query
 from memstrata.store.postgres import lexical, vectors, writes
 from memstrata.store.postgres.connection import Connection, Database, connect
 from memstrata.store.postgres.migrations import apply_migrations
@@ -452,14 +452,17 @@ class PostgresStore:
                 (state, done, error, now, job_id),
             )
 
-    def jobs(self, namespace: str | None = None) -> list[dict[str, Any]]:
-        sql = f"SELECT {', '.join(JOB_FIELDS)} FROM jobs"
-        params: list[Any] = []
-        if namespace is not None:
-            sql += " WHERE namespace = %s"
-            params.append(namespace)
+    def jobs(
+        self,
+        namespace: str | None = None,
+        *,
+        state: str | None = None,
+        job_id: int | None = None,
+        last: int | None = None,
+    ) -> list[dict[str, Any]]:
+        sql, params = jobs_query("%s", namespace, state=state, job_id=job_id, last=last)
         with self.db.connection() as conn:
-            rows = conn.execute(sql + " ORDER BY id", params).fetchall()
+            rows = conn.execute(sql, params).fetchall()
         return [dict(zip(JOB_FIELDS, row, strict=True)) for row in rows]
 
     # -- tokens -------------------------------------------------------------------

@@ -16,7 +16,7 @@ from memstrata.domain.records import Record
 from memstrata.domain.search import ExpireRequest, SearchRequest, query_words
 from memstrata.domain.time import Window, now_us
 from memstrata.store import expiry
-from memstrata.store.base import JOB_FIELDS
+from memstrata.store.base import JOB_FIELDS, jobs_query
 from memstrata.store.sqlite import writes
 from memstrata.store.sqlite.connection import Database
 from memstrata.store.sqlite.migrations import apply_migrations
@@ -338,14 +338,17 @@ class SqliteStore:
                 (state, done, error, now, job_id),
             )
 
-    def jobs(self, namespace: str | None = None) -> list[dict[str, Any]]:
-        sql = f"SELECT {', '.join(JOB_FIELDS)} FROM jobs"
-        params: list[Any] = []
-        if namespace is not None:
-            sql += " WHERE namespace = ?"
-            params.append(namespace)
-        return [dict(zip(JOB_FIELDS, row, strict=True)) for row in self.db.conn().execute(
-            sql + " ORDER BY id", params)]  # fmt: skip
+    def jobs(
+        self,
+        namespace: str | None = None,
+        *,
+        state: str | None = None,
+        job_id: int | None = None,
+        last: int | None = None,
+    ) -> list[dict[str, Any]]:
+        sql, params = jobs_query("?", namespace, state=state, job_id=job_id, last=last)
+        rows = self.db.conn().execute(sql, params)
+        return [dict(zip(JOB_FIELDS, row, strict=True)) for row in rows]
 
     def token_create(self, token: Token) -> None:
         with self.db.atomic() as conn:
