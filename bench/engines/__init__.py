@@ -7,6 +7,7 @@ cannot answer is reported as "—", never approximated by something else.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,8 +35,9 @@ class Query:
     at_us: int | None  # the validity instant; None = no validity clause at all
 
 
-class Engine:
-    """Base class: subclasses set ``name`` and implement the three methods."""
+class Engine(ABC):
+    """Base class: subclasses set ``name`` and implement ``ingest`` and ``search``
+    (and ``close`` when they hold files or connections)."""
 
     name = "engine"
     cases: tuple[str, ...] = CASES
@@ -47,12 +49,13 @@ class Engine:
     def supports(self, case: str) -> bool:
         return case in self.cases
 
+    @abstractmethod
     def ingest(self, data: SpeedData, batch: int) -> dict[str, Any]:
         """Loads everything; returns extra timings (e.g. index builds, in seconds)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def search(self, query: Query) -> list[int]:
-        raise NotImplementedError
+        """The record indices that answer ``query``, best first."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional: most engines hold nothing to release
         """Releases files and connections."""
