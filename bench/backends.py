@@ -41,7 +41,6 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 import psycopg
@@ -53,6 +52,7 @@ from memstrata.domain.time import format_instant, now_us
 from memstrata.domain.validation import parse_model
 from memstrata.embedding import HashEmbedder
 from memstrata.store.postgres import vectors as pg_vectors
+from memstrata.store.postgres.connection import with_schema
 from memstrata.store.postgres.scope import scope_clause as pg_scope
 from memstrata.store.postgres.scope import scope_rowids as pg_scope_rowids
 from memstrata.store.postgres.store import EXACT_LIMIT, PostgresStore
@@ -129,13 +129,6 @@ class Data:
 
 
 # -- PostgreSQL -----------------------------------------------------------------------
-
-
-def with_schema(url: str, schema: str) -> str:
-    parts = urlsplit(url)
-    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "options"]
-    query.append(("options", f"-csearch_path={schema},public"))
-    return urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
 
 
 class Postgres:

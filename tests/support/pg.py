@@ -16,9 +16,11 @@ import subprocess
 import tempfile
 import uuid
 from pathlib import Path
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import psycopg
+
+from memstrata.store.postgres.connection import with_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 NOT_INSTALLED = 3  # scripts/pg-up's exit status when no PostgreSQL binaries are installed
@@ -30,14 +32,6 @@ def on_ci() -> bool:
 
 class Unavailable(Exception):
     """No PostgreSQL could be had here (and the reason why)."""
-
-
-def with_schema(url: str, schema: str) -> str:
-    """``url`` with its search_path set to ``schema`` (then public, where pgvector is)."""
-    parts = urlsplit(url)
-    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "options"]
-    query.append(("options", f"-csearch_path={schema},public"))
-    return urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
 
 
 class PgServer:

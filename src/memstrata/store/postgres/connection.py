@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import errors
@@ -28,6 +29,17 @@ T = TypeVar("T")
 Connection = psycopg.Connection[Any]
 
 RETRIES = 20
+
+
+def with_schema(url: str, schema: str) -> str:
+    """``url`` with its search_path set to ``schema`` (then public, where pgvector is):
+    how one database holds several stores."""
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "options"]
+    query.append(("options", f"-csearch_path={schema},public"))
+    return urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
+
+
 #: Raised when two transactions race for the same rows; running again resolves it.
 RETRYABLE = (errors.DeadlockDetected, errors.SerializationFailure)
 
