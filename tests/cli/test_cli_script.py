@@ -4,22 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-import pytest
-
-
-def memstrata_script() -> str:
-    beside_python = Path(sys.executable).with_name("memstrata")
-    if beside_python.exists():
-        return str(beside_python)
-    found = shutil.which("memstrata")
-    if found is None:
-        pytest.fail("the memstrata console script is not installed (pip install -e .)")
-    return found
+from tests.support.scripts import memstrata_script
 
 
 def test_console_script_reads_memstrata_db_from_the_environment(tmp_path: Path) -> None:

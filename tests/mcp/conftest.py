@@ -10,13 +10,11 @@ search now and as of before the revision, history, forget) every transport runs.
 
 from __future__ import annotations
 
-import shutil
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from tests.support.scripts import memstrata_script
 
 from mcp import Client
 
@@ -24,16 +22,6 @@ from mcp import Client
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-def memstrata_script() -> str:
-    beside_python = Path(sys.executable).with_name("memstrata")
-    if beside_python.exists():
-        return str(beside_python)
-    found = shutil.which("memstrata")
-    if found is None:
-        pytest.fail("the memstrata console script is not installed (pip install -e .)")
-    return found
 
 
 async def tool(client: Client, name: str, arguments: dict[str, Any] | None = None) -> Any:
