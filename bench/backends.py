@@ -173,7 +173,9 @@ def explain(store: PostgresStore, data: Data, room: int) -> dict[str, list[str]]
     query = data.queries[0]
     scope, scope_params = pg_scope_rowids(NS, request, window)
     built = {
-        "exact": pg_vectors.exact_query(NS, scope, scope_params, embedder_id, query, TOP_K),
+        "exact": pg_vectors.exact_query(
+            NS, scope, scope_params, embedder_id, query, TOP_K, scope_limit=EXACT_LIMIT
+        ),
         "hnsw": pg_vectors.approximate_query(
             NS, prefixed("r"), where, params, embedder_id, query, TOP_K
         ),

@@ -278,14 +278,12 @@ class PostgresStore:
         scope, scope_params = scope_rowids(namespace, request, window)
         build = False
         rows: list[tuple[Any, ...]] = []
-        chosen: dict[int, float] = {}
-        total = embedded = 0
         with self.db.snapshot() as conn:
-            probe = conn.execute(
-                f"SELECT count(*) FROM (SELECT 1 FROM ({scope}) s LIMIT %s) p",
-                [*scope_params, self.exact_limit + 1],
-            ).fetchone()
-            if probe is not None and int(probe[0]) > self.exact_limit:
+            total, embedded, chosen = vectors.exact(
+                conn, namespace, scope, scope_params, embedder_id, query, limit,
+                scope_limit=self.exact_limit,
+            )  # fmt: skip
+            if total > self.exact_limit:
                 # a large scope: the index answers if enough of it is embedded
                 counted = conn.execute(
                     f"SELECT count(*), count(v.record) FROM ({scope}) s LEFT JOIN vectors v"
@@ -304,11 +302,11 @@ class PostgresStore:
                                               query, limit)  # fmt: skip
                     if found is not None and len(found) >= min(limit, embedded):
                         return self._hits(found[:limit], request), total - embedded
-                    # the index scan ran out before the scope did: rank exactly
+                if not build:  # no index, or it ran out before the scope did: rank exactly
+                    total, embedded, chosen = vectors.exact(
+                        conn, namespace, scope, scope_params, embedder_id, query, limit
+                    )
             if not build:
-                total, embedded, chosen = vectors.exact(
-                    conn, namespace, scope, scope_params, embedder_id, query, limit
-                )
                 rows = conn.execute(
                     f"SELECT {prefixed('r')} FROM records r WHERE r.namespace = %s"
                     " AND r.rowid = ANY (%s)",

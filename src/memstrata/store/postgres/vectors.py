@@ -10,7 +10,8 @@ orders exactly as cosine does and gives the same similarity the SQLite lane comp
 
 A scope of at most ``exact_limit`` records is ranked exactly, in one statement
 that also counts the scope and its vectors (for ``unembedded``): every in-scope
-vector is scored, ties by id. A larger scope is counted first; if more than
+vector is scored, ties by id. The same statement stops reading a larger scope past
+``exact_limit`` rows and scores nothing; that scope is then counted whole, and if more than
 ``exact_limit`` of its records have a vector, the search walks the HNSW index with
 ``hnsw.iterative_scan`` so the scope's filters are applied while the index is read
 and the scan goes on until ``top_k`` in-scope rows are found; if it still comes back
@@ -129,22 +130,31 @@ def exact_query(
     embedder_id: str,
     query: np.ndarray,
     limit: int,
+    scope_limit: int | None = None,
 ) -> tuple[str, list[Any]]:
     """Every in-scope vector scored, in one statement. One row per chosen record:
     (in-scope count, embedded count, rowid, similarity), the best ``limit`` by
     similarity plus any tied with the last (the caller breaks ties by id, which it
-    reads with the rows). A scope with no vector still gives one row of counts."""
+    reads with the rows). A scope with no vector still gives one row of counts.
+
+    With ``scope_limit``, at most ``scope_limit + 1`` in-scope rows are read, and a
+    scope larger than ``scope_limit`` is only counted that far: nothing is scored."""
+    bounded = "" if scope_limit is None else " LIMIT %s"
+    within = "" if scope_limit is None else " WHERE (SELECT count(*) FROM s) <= %s"
+    bounds = [] if scope_limit is None else [scope_limit + 1]
+    checks = [] if scope_limit is None else [scope_limit]
     return (
-        f"WITH s AS MATERIALIZED ({scope}),"
+        f"WITH s AS MATERIALIZED (SELECT * FROM ({scope}) q{bounded}),"
         " scored AS (SELECT s.record, -(v.embedding <#> %b) AS similarity FROM s"
         " JOIN vectors v ON v.namespace = %s AND v.record = s.record"
-        " AND v.embedder_id = %s AND v.dimensions = %s)"
+        f" AND v.embedder_id = %s AND v.dimensions = %s{within})"
         " SELECT c.total, c.embedded, b.record, b.similarity FROM"
         " (SELECT (SELECT count(*) FROM s) AS total, (SELECT count(*) FROM scored) AS embedded) c"
         " LEFT JOIN (SELECT record, similarity, rank() OVER (ORDER BY similarity DESC) AS place"
         " FROM scored) b ON b.place <= %s",
-        [*scope_params, query, namespace, embedder_id, int(query.shape[0]), limit],
-    )
+        [*scope_params, *bounds, query, namespace, embedder_id, int(query.shape[0]), *checks,
+         limit],
+    )  # fmt: skip
 
 
 def approximate_query(
@@ -187,11 +197,12 @@ def exact(
     embedder_id: str,
     query: np.ndarray,
     limit: int,
+    scope_limit: int | None = None,
 ) -> tuple[int, int, dict[int, float]]:
     """:func:`exact_query` run: (in-scope count, embedded count, similarity by rowid
     of the best ``limit`` and any tied with the last)."""
     rows = conn.execute(
-        *exact_query(namespace, scope, scope_params, embedder_id, query, limit)
+        *exact_query(namespace, scope, scope_params, embedder_id, query, limit, scope_limit)
     ).fetchall()
     chosen = {int(row[2]): float(row[3]) for row in rows if row[2] is not None}
     return int(rows[0][0]), int(rows[0][1]), chosen
