@@ -6,7 +6,9 @@ tests/service); these cover the PostgreSQL-only machinery behind the same answer
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -19,6 +21,7 @@ from memstrata.domain.validation import parse_model
 from memstrata.embedding import HashEmbedder
 from memstrata.memory import resolve_target
 from memstrata.store.postgres import vectors
+from memstrata.store.postgres.connection import with_schema
 from memstrata.store.postgres.migrations import MIGRATIONS
 from memstrata.store.postgres.scope import scope_clause, scope_rowids
 from memstrata.store.postgres.store import PostgresStore
@@ -151,3 +154,29 @@ def test_scope_rows_gain_validity_when_an_older_schema_migrates(pg_target: str) 
                 " OR m.deleted_at IS DISTINCT FROM r.deleted_at"
             ).fetchone()
             assert disagreeing == (0,), table
+
+
+def test_a_store_in_public_does_not_pass_for_a_schema_of_its_own(
+    postgres_server: PgServer,
+) -> None:
+    """A schema's URL searches ``schema, public`` (pgvector lives in public); a store
+    already in public must not be taken for the schema's own store."""
+    database = f"d_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_server.url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{database}"'.encode())
+    try:
+        url = urlunsplit(urlsplit(postgres_server.url)._replace(path=f"/{database}"))
+        with memstrata.open(url, embedder="hash", background_jobs=False) as public:
+            public.add("ns", "kept in public", key="k")
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute('CREATE SCHEMA "own"')
+        with memstrata.open(with_schema(url, "own"), embedder="hash", background_jobs=False) as m:
+            assert m.search("ns", "kept", include_historical=True).hits == []
+            m.add("ns", "kept in its own schema", key="k")  # the key is free here
+        with memstrata.open(url, embedder="hash", background_jobs=False) as public:
+            assert public.search("ns", "kept").ids() == [
+                public.search("ns", "public").hits[0].record.id
+            ]
+    finally:
+        with psycopg.connect(postgres_server.url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'.encode())

@@ -280,7 +280,11 @@ def _ensure_vector_extension(conn: Connection) -> None:
 
 def pending(conn: Connection) -> bool:
     """Whether any migration is missing (a cheap check without a lock)."""
-    row = conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL").fetchone()
+    # In this store's own schema: through the search path, a store in `public` would
+    # pass for this one, and every statement would then reach public's tables.
+    row = conn.execute(
+        "SELECT to_regclass(format('%%I.schema_migrations', current_schema())) IS NOT NULL"
+    ).fetchone()
     if not row or not row[0]:
         return True
     done = conn.execute("SELECT count(*) FROM schema_migrations").fetchone()
