@@ -111,11 +111,16 @@ def _read_jsonl(path: Path, label: str) -> Iterator[tuple[int, Record]]:
 
 def _parse_line(line: str, line_number: int, label: str) -> Record:
     where = f"{label} line {line_number}"
+    text = line.rstrip("\r\n")  # the line ending is not part of the record
     try:
-        data = json.loads(line)
+        data = json.loads(text)
     except json.JSONDecodeError as error:
+        # pos is the offset in this line: colno would count from the last newline json
+        # saw, which a truncated line's own ending makes "column 1".
+        at = "" if error.msg.endswith(" at") else " at"
+        ends = " (the line ends there: is it truncated?)" if error.pos >= len(text) else ""
         raise InvalidInput(
-            f"{where} is not valid JSON ({error.msg} at column {error.colno})"
+            f"{where} is not valid JSON: {error.msg}{at} column {error.pos + 1}{ends}"
         ) from None
     if not isinstance(data, dict):
         raise InvalidInput(

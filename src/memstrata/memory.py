@@ -65,11 +65,15 @@ def expire_request(
     predicates: list[Any] | None,
     action: str,
     max_rows: int | None,
+    **scope: Any,
 ) -> ExpireRequest:
-    """The keyword form of ``expire`` (shared by ``Memory`` and ``Client``) as a request."""
+    """The keyword form of ``expire`` (shared by ``Memory`` and ``Client``) as a request;
+    ``scope`` holds ``kind``, ``tags``, ``key`` and ``all`` where given."""
+    fields = {name: value for name, value in scope.items() if value is not None}
     return parse_model(
         ExpireRequest,
         {
+            **fields,
             "filter": dict(filter or {}),
             "predicates": predicates or [],
             "action": action,
@@ -133,8 +137,18 @@ class Memory:
         predicates: list[Any] | None = None,
         action: str = "invalidate",
         max_rows: int | None = None,
+        *,
+        kind: str | None = None,
+        tags: list[str] | None = None,
+        key: str | None = None,
+        all: bool = False,
     ) -> int:
-        return self.service.expire(namespace, expire_request(filter, predicates, action, max_rows))
+        """Applies ``action`` to at most ``max_rows`` records in scope (the search's
+        scope options); with no scope at all, only when ``all=True``."""
+        request = expire_request(
+            filter, predicates, action, max_rows, kind=kind, tags=tags, key=key, all=all
+        )
+        return self.service.expire(namespace, request)
 
     def verify(self, namespace: str, id: str, reviewer: str) -> int:
         return self.service.verify(namespace, id, reviewer)
@@ -163,6 +177,7 @@ def open_memory(
     cache_size: int = 0,
     background_jobs: bool = True,
     policy: Policy | None = None,
+    create: bool = True,
 ) -> Memory:
     """Opens (creating if needed) a memory store: a path, a ``sqlite:///`` URL or a
     ``postgresql://`` URL (PostgreSQL with pgvector ≥ 0.8; needs the postgres extra).
@@ -172,9 +187,11 @@ def open_memory(
     one available offline (the local model when installed, else hashing).
     ``embedders`` binds namespaces to other embedders. With ``background_jobs`` a
     backlog of missing vectors is filled on a background thread, starting now.
-    ``policy`` sets caps (as a server has); by default an embedded store has none."""
+    ``policy`` sets caps (as a server has); by default an embedded store has none.
+    ``create=False`` opens only a store that exists (a SQLite file that is missing is
+    ``memstrata.not_found``, and nothing is created)."""
     default = build_embedder(embedder, cache_size)
     overrides = {ns: build_embedder(spec, cache_size) for ns, spec in (embedders or {}).items()}
-    store = open_store(resolve_target(target))
+    store = open_store(resolve_target(target), create=create)
     binding = EmbedderBinding(default, overrides)
     return Memory(Service(store, binding, background_jobs=background_jobs, policy=policy))

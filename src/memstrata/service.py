@@ -29,6 +29,8 @@ from memstrata.domain.ids import new_id
 from memstrata.domain.records import (
     Record,
     UpsertResult,
+    inheriting,
+    predecessor_id,
     superseding,
     validate_namespace,
     validate_record_id,
@@ -194,6 +196,12 @@ class Service:
                     "send one write per id"
                 )
             seen.add(record.id)
+            if record.vector is None and not record.content.strip():
+                raise InvalidInput(
+                    f"records[{index}].content is empty: give the text to remember "
+                    "(or a vector to store without text)"
+                )
+            record = self._inherit(namespace, record)
             if record.vector is not None:
                 if embedder is None:
                     raise SemanticUnavailable(
@@ -257,6 +265,18 @@ class Service:
             namespace, record_id, embedder.embedder_id, np.asarray(vector, dtype=np.float32),
             now=now_us(), actor=actor,
         )  # fmt: skip
+
+    def _inherit(self, namespace: str, record: Record) -> Record:
+        """A revision keeps its predecessor's kind, tags, metadata and source unless it
+        gives its own (``records.inheriting``); an unknown predecessor is left for the
+        store to refuse."""
+        old_id = predecessor_id(record)
+        if old_id is None:
+            return record
+        try:
+            return inheriting(record, self.store.get(namespace, old_id))
+        except NotFound:
+            return record
 
     def supersede(
         self, namespace: str, old_id: str, record: Record, *, actor: str = LOCAL_ACTOR
@@ -395,7 +415,15 @@ class Service:
         validate_record_id(record_id)
         if version is not None and version < 1:
             raise InvalidInput(f"version must be 1 or more, got {version}")
-        return self.store.get(namespace, record_id, version)
+        try:
+            return self.store.get(namespace, record_id, version)
+        except NotFound:
+            if version is not None and not self.store.versions(namespace, record_id):
+                # asked for a version of a record that is not there at all: say that
+                raise NotFound(
+                    f"record {record_id!r} does not exist in namespace {namespace!r}"
+                ) from None
+            raise
 
     def history(self, namespace: str, record_id: str) -> list[Record]:
         validate_namespace(namespace)

@@ -154,5 +154,6 @@ def test_open_memory_passes_the_embedder_and_no_background_jobs(
         ctx.obj = CliState(db="x.db", embedder=name)  # type: ignore[arg-type]
         open_memory(ctx)
     assert calls == [
-        ("x.db", {"embedder": name, "background_jobs": False}) for name in ("auto", "local", "none")
+        ("x.db", {"embedder": name, "background_jobs": False, "create": True})
+        for name in ("auto", "local", "none")
     ]

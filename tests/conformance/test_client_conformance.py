@@ -247,7 +247,7 @@ def test_errors_arrive_as_the_same_classes(m: Store, ns: str) -> None:
          memstrata.PolicyLimit, "memstrata.policy.limit"),
         (lambda: m.upsert(ns, [{"content": str(i)} for i in range(21)]),
          memstrata.PolicyLimit, "memstrata.policy.limit"),
-        (lambda: m.expire(ns, action="invalidate", max_rows=101),
+        (lambda: m.expire(ns, action="invalidate", max_rows=101, all=True),
          memstrata.PolicyLimit, "memstrata.policy.limit"),
         (lambda: m.search("Bad Namespace", "x"), memstrata.InvalidInput, "memstrata.input.invalid"),
         (lambda: m.search(ns, "x", ranking="semantic", query_vector=[1.0]),
@@ -357,3 +357,55 @@ def test_same_script_same_results(tmp_path: Path) -> None:
         assert got == expected
     errors = [step for step in local if step[1] == "error"]
     assert len(errors) == 9  # the script does exercise the error paths
+
+
+def test_a_revision_inherits_what_it_does_not_set(m: Store, ns: str) -> None:
+    """One rule, embedded and over REST: a revision keeps the old record's kind, tags,
+    metadata and source unless it gives its own; the key moves to it."""
+    old = m.upsert(
+        ns,
+        {"content": "v1", "kind": "fact", "tags": ["car"], "metadata": {"team": "core"},
+         "source": "chat-7", "key": "user.car"},
+    ).ids[0]  # fmt: skip
+    kept = m.get(ns, m.supersede(ns, old, {"content": "v2"}).ids[0])
+    assert (kept.kind, kept.tags, kept.metadata, kept.source, kept.key) == (
+        "fact", ["car"], {"team": "core"}, "chat-7", "user.car",
+    )  # fmt: skip
+    changed = m.get(
+        ns, m.supersede(ns, kept.id, {"content": "v3", "tags": [], "kind": "note"}).ids[0]
+    )
+    assert (changed.kind, changed.tags, changed.metadata) == ("note", [], {"team": "core"})
+
+
+def test_expire_takes_the_search_scope_and_refuses_an_empty_one(m: Store, ns: str) -> None:
+    m.upsert(ns, [
+        {"id": "a", "content": "a", "kind": "log", "tags": ["x"]},
+        {"id": "b", "content": "b", "kind": "note", "tags": ["x"], "key": "k.b"},
+        {"id": "c", "content": "c", "kind": "note"},
+    ])  # fmt: skip
+    with pytest.raises(memstrata.InvalidInput, match="all=true"):
+        m.expire(ns, action="soft_delete", max_rows=10)
+    assert all(m.get(ns, i).deleted_at is None for i in "abc")  # nothing changed
+    assert m.expire(ns, kind="log", action="soft_delete", max_rows=10) == 1
+    assert m.expire(ns, key="k.b", action="invalidate", max_rows=10) == 1
+    assert m.get(ns, "a").deleted_at is not None and m.get(ns, "b").valid_to is not None
+    assert m.expire(ns, tags=["x"], action="soft_delete", max_rows=10) == 1  # b; a is done
+    assert m.get(ns, "c").deleted_at is None
+    assert m.expire(ns, all=True, action="soft_delete", max_rows=10) == 1
+    assert m.get(ns, "c").deleted_at is not None
+
+
+def test_content_with_no_text_and_no_vector_is_refused(m: Store, ns: str) -> None:
+    for content in ("", "  \n\t"):
+        with pytest.raises(memstrata.InvalidInput, match=r"records\[0\]\.content is empty"):
+            m.upsert(ns, {"id": "empty", "content": content})
+    with pytest.raises(memstrata.NotFound):
+        m.get(ns, "empty")
+
+
+def test_a_version_of_an_unknown_record_is_reported_as_no_such_record(m: Store, ns: str) -> None:
+    with pytest.raises(memstrata.NotFound, match="does not exist"):
+        m.get(ns, "nope", version=3)
+    m.add(ns, "here", id="here")
+    with pytest.raises(memstrata.NotFound, match="has no version 3"):
+        m.get(ns, "here", version=3)

@@ -36,10 +36,10 @@ def test_each_cap_refuses_and_writes_nothing(tmp_path: Path) -> None:
         with pytest.raises(memstrata.PolicyLimit, match="max_candidate_k"):
             m.search("ns", "x", top_k=5, candidate_k=21)
         with pytest.raises(memstrata.PolicyLimit, match="max_max_rows"):
-            m.expire("ns", action="soft_delete", max_rows=3)
+            m.expire("ns", action="soft_delete", max_rows=3, all=True)
         created = [entry.op for entry in m.service.store.ledger("ns")]
         assert created == ["create", "create"]  # only the accepted write happened
-        assert m.expire("ns", action="soft_delete", max_rows=2) == 2
+        assert m.expire("ns", action="soft_delete", max_rows=2, all=True) == 2
 
 
 def test_default_lane_depth_stays_under_the_candidate_cap() -> None:

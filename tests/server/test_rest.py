@@ -224,7 +224,10 @@ def test_read_only_token_cannot_write(reader: httpx.Client, writer: httpx.Client
         reader.delete(f"/v1/namespaces/{ns}/records/a"),
         reader.post(f"/v1/namespaces/{ns}/records/a/invalidate", json={}),
         reader.put(f"/v1/namespaces/{ns}/records/a/embedding", json={"vector": [1.0] * 256}),
-        reader.post(f"/v1/namespaces/{ns}/expire", json={"action": "invalidate", "max_rows": 1}),
+        reader.post(
+            f"/v1/namespaces/{ns}/expire",
+            json={"action": "invalidate", "max_rows": 1, "all": True},
+        ),
     ]
     for response in attempts:
         assert "write" in error_of(response, 403, "memstrata.auth.forbidden")
@@ -311,7 +314,7 @@ def test_over_a_cap_is_422_never_truncated(writer: httpx.Client, ns: str) -> Non
     )
     rows = writer.post(
         f"/v1/namespaces/{ns}/expire",
-        json={"action": "invalidate", "max_rows": TEST_POLICY["max_max_rows"] + 1},
+        json={"action": "invalidate", "max_rows": TEST_POLICY["max_max_rows"] + 1, "all": True},
     )
     assert "max_max_rows" in error_of(rows, 422, "memstrata.policy.limit")
     nothing = writer.post(search, json={"query": "record", "include_historical": True})

@@ -102,3 +102,22 @@ def test_token_create_refuses_contradictions(tmp_path: Path, clean_env: None) ->
     assert code == 2 and "namespace 'Bad Name' is invalid" in err
     code, _, err = invoke(db, "token", "disable", "tok_missing")
     assert code == 1 and "memstrata.not_found" in err
+
+
+def test_server_logs_are_one_json_line_per_event_without_colour(tmp_path: Path) -> None:
+    server = start_server(tmp_path / "m.db", write_config(tmp_path / "memstrata.toml"))
+    try:
+        server.wait_for_log(lambda entry: "Uvicorn running" in entry.get("msg", ""))
+        with server.http(server.token(admin=True)[1]) as client:
+            assert client.get("/v1/namespaces").status_code == 200
+        server.wait_for_log(lambda entry: entry.get("path") == "/v1/namespaces")
+    finally:
+        server.stop()
+    raw = "\n".join(server.lines)
+    assert "\x1b[" not in raw and "\\u001b" not in raw  # no terminal colour codes
+    entries = server.logs()
+    assert all("color_message" not in entry for entry in entries)
+    messages = [entry["msg"] for entry in entries]
+    assert len(messages) == len(set(zip(messages, (e["ts"] for e in entries), strict=True)))
+    assert messages.count("MCP streamable HTTP sessions started (read-only and read/write)") == 1
+    assert not [m for m in messages if m.startswith("StreamableHTTP session manager")]

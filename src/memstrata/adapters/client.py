@@ -140,8 +140,15 @@ class Client:
         predicates: list[Any] | None = None,
         action: str = "invalidate",
         max_rows: int | None = None,
+        *,
+        kind: str | None = None,
+        tags: list[str] | None = None,
+        key: str | None = None,
+        all: bool = False,
     ) -> int:
-        request = expire_request(filter, predicates, action, max_rows)
+        request = expire_request(
+            filter, predicates, action, max_rows, kind=kind, tags=tags, key=key, all=all
+        )
         response = self._call(
             "POST", f"/v1/namespaces/{_segment(namespace)}/expire", request.model_dump(mode="json")
         )

@@ -21,6 +21,7 @@ read-only token reaches the read-only server, and every call goes through the to
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -58,6 +59,8 @@ from memstrata.service import Service
 
 DEFAULT_NAMESPACE = "default"
 SERVER_NAME = "memstrata"
+log = logging.getLogger("memstrata.mcp")
+
 READ_TOOLS = ("search_memories", "get_memory", "memory_history")
 WRITE_TOOLS = ("add_memory", "revise_memory", "forget_memory")
 
@@ -418,15 +421,10 @@ class MemoryTools:
 
     def revise_memory(self, args: ReviseMemoryInput, context: Context) -> WriteResult:
         caller, namespace = self._caller(context, args.namespace)
-        old = caller.get(namespace, args.id)
-        # What the caller leaves out is kept from the memory being revised; the key
-        # is handed over by the store itself.
-        fields: dict[str, Any] = {
-            "kind": old.kind, "tags": old.tags, "metadata": old.metadata, "source": old.source,
-            **args.model_dump(exclude={"namespace", "id"}, exclude_none=True),
-        }  # fmt: skip
-        record = parse_model(Record, {k: v for k, v in fields.items() if v is not None})
-        result = caller.supersede(namespace, args.id, record)
+        # What the caller leaves out is kept from the memory being revised (the
+        # service's one inheritance rule); the key is handed over by the store.
+        fields = args.model_dump(exclude={"namespace", "id"}, exclude_none=True)
+        result = caller.supersede(namespace, args.id, parse_model(Record, fields))
         return WriteResult(
             id=result.ids[0], version=result.versions[0], namespace=namespace,
             replaced=args.id, warnings=result.warnings,
@@ -634,10 +632,12 @@ class McpHttpApp:
             for manager in managers.values():
                 await stack.enter_async_context(manager.run())
             self._serving = _Serving(managers, authenticate)
+            log.info("MCP streamable HTTP sessions started (read-only and read/write)")
             try:
                 yield
             finally:
                 self._serving = None
+                log.info("MCP streamable HTTP sessions stopping")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

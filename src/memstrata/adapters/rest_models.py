@@ -109,7 +109,7 @@ def body_schema(model: type[BaseModel], *, required: bool = True) -> dict[str, A
 
 
 class ErrorDetail(BaseModel):
-    code: str = Field(description="A stable code, e.g. memstrata.input.invalid (SPEC §13).")
+    code: str = Field(description="A stable code, e.g. memstrata.input.invalid.")
     message: str = Field(description="A diagnostic for people: names the field and the fix.")
 
 

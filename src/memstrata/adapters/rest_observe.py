@@ -37,7 +37,16 @@ request_id: ContextVar[str | None] = ContextVar("memstrata_request_id", default=
 
 http_log = logging.getLogger("memstrata.http")
 
-_STANDARD_ATTRS = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+# uvicorn's `color_message` repeats the message with terminal colour codes: not data.
+_STANDARD_ATTRS = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "color_message"}
+
+
+class _OncePerServer(logging.Filter):
+    """memstrata runs two MCP session managers (read-only and full), and the SDK logs
+    each one's start and stop; the MCP app logs the pair once instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("StreamableHTTP session manager ")
 
 
 class JsonFormatter(logging.Formatter):
@@ -74,6 +83,9 @@ def configure_logging(level: str = "info") -> None:
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
+    sdk = logging.getLogger("mcp.server.streamable_http_manager")
+    if not any(isinstance(f, _OncePerServer) for f in sdk.filters):
+        sdk.addFilter(_OncePerServer())
 
 
 def _clean_request_id(value: str | None) -> str:

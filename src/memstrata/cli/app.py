@@ -13,6 +13,8 @@ command); 1 any other memstrata error (not found, conflicts, providers).
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
@@ -30,9 +32,19 @@ def exit_code(error: MemstrataError) -> int:
     return 2 if isinstance(error, USAGE_ERRORS) else 1
 
 
+def _usage_error_types() -> tuple[type[Exception], type[Exception]]:
+    """Click's ``UsageError`` and ``ClickException``, found through Typer's public
+    ``BadParameter`` so that it does not matter whether Typer vendors Click."""
+    bases = {cls.__name__: cls for cls in typer.BadParameter.__mro__}
+    return bases["UsageError"], bases["ClickException"]
+
+
+UsageError, ClickException = _usage_error_types()
+
+
 class MemstrataGroup(TyperGroup):
-    """The root group: turns a :class:`MemstrataError` from any command into a line
-    on stderr and an exit code."""
+    """The root group: every error, a usage mistake included, ends as one line on
+    stderr (``error: <code>: <message>``) and an exit code."""
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -40,6 +52,37 @@ class MemstrataGroup(TyperGroup):
         except MemstrataError as error:
             output.print_error(error)
             raise typer.Exit(exit_code(error)) from None
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **kwargs: Any,
+    ) -> Any:
+        kwargs.update(
+            args=args,
+            prog_name=prog_name,
+            complete_var=complete_var,
+            standalone_mode=False,
+            windows_expand_args=windows_expand_args,
+        )
+        if not standalone_mode:
+            return super().main(**kwargs)
+        try:
+            result = super().main(**kwargs)
+        except UsageError as error:
+            command = error.ctx.command_path if error.ctx else "memstrata"  # type: ignore[attr-defined]
+            text = " ".join(error.format_message().split())  # type: ignore[attr-defined]
+            message = f"{text} (see {command} --help)"
+            output.print_error(InvalidInput(message))
+            sys.exit(2)
+        except ClickException as error:
+            output.print_error(InvalidInput(error.format_message()))  # type: ignore[attr-defined]
+            sys.exit(error.exit_code)  # type: ignore[attr-defined]
+        sys.exit(result if isinstance(result, int) else 0)
 
 
 app = typer.Typer(
@@ -77,7 +120,8 @@ def root(
             "--db",
             envvar="MEMSTRATA_DB",
             metavar="PATH|URL",
-            help="Database file or sqlite:/// URL (default: memstrata.db in the user data dir)",
+            help="Database file, sqlite:/// URL or postgresql:// URL "
+            "(default: memstrata.db in the user data dir)",
             show_default=False,
         ),
     ] = None,

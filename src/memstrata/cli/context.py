@@ -37,8 +37,10 @@ def cli_state(ctx: typer.Context) -> CliState:
     return state
 
 
-def open_memory(ctx: typer.Context, target: str | None = None) -> Memory:
+def open_memory(ctx: typer.Context, target: str | None = None, *, create: bool = True) -> Memory:
     """Opens the store the global options name (or ``target``); use it in a ``with``.
+    Commands that only read or change what is stored pass ``create=False``: a read
+    never creates a store, and a missing one is an error naming the path.
 
     The embedder is the one ``--embedder`` names (``auto``: the local model when
     installed, else hashing). No background jobs: the process is short-lived, and a
@@ -51,7 +53,7 @@ def open_memory(ctx: typer.Context, target: str | None = None) -> Memory:
     try:
         # "auto" is passed as is, not as None: None would re-read MEMSTRATA_EMBEDDER,
         # which an explicit --embedder auto must override.
-        return memstrata.open(where, embedder=state.embedder, background_jobs=False)
+        return memstrata.open(where, embedder=state.embedder, background_jobs=False, create=create)
     except (OSError, sqlite3.Error) as error:
         typer.secho(f"error: cannot open database {where}: {error}", err=True, fg="red")
         raise typer.Exit(1) from None

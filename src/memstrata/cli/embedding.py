@@ -29,7 +29,7 @@ def _run(
     job: Callable[[Memory, str, Progress | None], JobReport],
     verb: str,
 ) -> None:
-    with open_memory(ctx) as memory:
+    with open_memory(ctx, create=False) as memory:
         bar: AbstractContextManager[Progress | None] = nullcontext(None)
         if not as_json:
             embedder_id = memory.embedder_id(namespace)

@@ -97,6 +97,17 @@ Wheres = Annotated[
     ),
 ]
 
+ScopeKind = Annotated[
+    str | None,
+    typer.Option("--kind", metavar="KIND", help="Only this kind.", rich_help_panel="Scope"),
+]
+ScopeKey = Annotated[
+    str | None,
+    typer.Option(
+        "--key", metavar="KEY", help="Only the record with this key.", rich_help_panel="Scope"
+    ),
+]
+
 MinTrust = Literal["unverified", "verified"]
 RankingName = Literal["auto", "lexical", "semantic", "hybrid"]
 ExpireActionName = Literal["invalidate", "soft_delete", "hard_delete"]

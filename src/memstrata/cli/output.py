@@ -206,9 +206,8 @@ def print_search(result: SearchResult, *, embedder_id: str, as_json: bool) -> No
     else:
         console().print("no records match", style="dim")
     print_note(embedder_note(embedder_id, result.ranking.value))
+    # The service's warnings already say how many records had no vector, and why.
     print_warnings(result.warnings)
-    if result.unembedded:
-        print_warnings([f"{result.unembedded} in-scope records are not embedded yet"])
 
 
 def print_written(ids: list[str], versions: list[int], warnings: list[str], *, verb: str) -> None:

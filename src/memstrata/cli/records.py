@@ -20,6 +20,8 @@ from memstrata.cli.options import (
     Meta,
     Namespace,
     RecordId,
+    ScopeKey,
+    ScopeKind,
     Source,
     Supersedes,
     Tags,
@@ -128,7 +130,7 @@ def get(
     as_json: JsonOutput = False,
 ) -> None:
     """Show one record (soft-deleted and historical records included)."""
-    with open_memory(ctx) as memory:
+    with open_memory(ctx, create=False) as memory:
         record = memory.get(namespace, record_id, version)
     if as_json:
         output.print_json(record.to_json())
@@ -143,7 +145,7 @@ def history(
     as_json: JsonOutput = False,
 ) -> None:
     """Every version of the knowledge RECORD_ID belongs to, oldest first."""
-    with open_memory(ctx) as memory:
+    with open_memory(ctx, create=False) as memory:
         records = memory.history(namespace, record_id)
     if as_json:
         output.print_json({"versions": [record.to_json() for record in records]})
@@ -162,7 +164,7 @@ def invalidate(
     as_json: JsonOutput = False,
 ) -> None:
     """End a record's validity without a replacement."""
-    with open_memory(ctx) as memory:
+    with open_memory(ctx, create=False) as memory:
         version = memory.invalidate(namespace, record_id, at)
     if as_json:
         output.print_json({"ids": [record_id], "versions": [version], "warnings": []})
@@ -181,7 +183,7 @@ def delete(
     as_json: JsonOutput = False,
 ) -> None:
     """Soft-delete a record (hidden from searches, still readable), or --hard remove it."""
-    with open_memory(ctx) as memory:
+    with open_memory(ctx, create=False) as memory:
         memory.delete(namespace, record_id, hard=hard)
     if as_json:
         output.print_json({"ids": [record_id], "hard": hard})
@@ -203,17 +205,33 @@ def expire(
             "--max-rows", min=1, metavar="N", help="Most records to change.", show_default=False
         ),
     ],
+    kind: ScopeKind = None,
+    tags: Tags = None,
+    key: ScopeKey = None,
     filters: Filters = None,
     wheres: Wheres = None,
+    every: Annotated[
+        bool,
+        typer.Option("--all", help="No scope: every record of the namespace (up to --max-rows)."),
+    ] = False,
     namespace: Namespace = "default",
     as_json: JsonOutput = False,
 ) -> None:
-    """Invalidate or delete, in one bounded step, the records matching --filter/--where."""
+    """Invalidate or delete, in one bounded step, the records in scope (--kind, --tag,
+    --key, --filter, --where; with none of them, --all)."""
     filter_ = parse_pairs(filters, "--filter")
     predicates = parse_wheres(wheres)
-    with open_memory(ctx) as memory:
+    with open_memory(ctx, create=False) as memory:
         affected = memory.expire(
-            namespace, filter=filter_, predicates=predicates, action=action, max_rows=max_rows
+            namespace,
+            filter=filter_,
+            predicates=predicates,
+            action=action,
+            max_rows=max_rows,
+            kind=kind,
+            tags=tags,
+            key=key,
+            all=every,
         )
     if as_json:
         output.print_json({"affected": affected})
@@ -234,7 +252,7 @@ def verify(
     as_json: JsonOutput = False,
 ) -> None:
     """Mark a record as verified by a named reviewer."""
-    with open_memory(ctx) as memory:
+    with open_memory(ctx, create=False) as memory:
         version = memory.verify(namespace, record_id, reviewer)
     if as_json:
         output.print_json({"ids": [record_id], "versions": [version], "warnings": []})

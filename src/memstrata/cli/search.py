@@ -14,11 +14,15 @@ from memstrata.cli.options import (
     MinTrust,
     Namespace,
     RankingName,
+    ScopeKey,
+    ScopeKind,
     Tags,
     Wheres,
     parse_pairs,
     parse_wheres,
 )
+from memstrata.domain.search import SearchRequest
+from memstrata.domain.validation import parse_model
 
 Instant = str | None
 _TIME = "Time"
@@ -58,16 +62,8 @@ def search(
         ),
     ] = False,
     tags: Tags = None,
-    kind: Annotated[
-        str | None,
-        typer.Option("--kind", metavar="KIND", help="Only this kind.", rich_help_panel=_SCOPE),
-    ] = None,
-    key: Annotated[
-        str | None,
-        typer.Option(
-            "--key", metavar="KEY", help="Only the record with this key.", rich_help_panel=_SCOPE
-        ),
-    ] = None,
+    kind: ScopeKind = None,
+    key: ScopeKey = None,
     filters: Filters = None,
     wheres: Wheres = None,
     min_trust: Annotated[
@@ -99,6 +95,8 @@ def search(
     ] = 10,
     ranking: Annotated[
         RankingName,
+        ScopeKey,
+        ScopeKind,
         typer.Option("--ranking", help="lexical (BM25), semantic, hybrid, or auto."),
     ] = "auto",
     ids_only: Annotated[
@@ -130,8 +128,11 @@ def search(
         # One end alone is still passed, so the domain's error names the missing one.
         window = {"from": from_, "until": until}
         options["between"] = {end: value for end, value in window.items() if value is not None}
-    with open_memory(ctx) as memory:
-        result = memory.search(namespace, query, **options)
+    # Parsed before the store opens, so a mistake in the options is reported as such
+    # even where there is no store yet.
+    request = parse_model(SearchRequest, {"query": query, **options})
+    with open_memory(ctx, create=False) as memory:
+        result = memory.service.search(namespace, request)
         embedder_id = memory.embedder_id(namespace)
     output.print_search(result, embedder_id=embedder_id, as_json=as_json)
 

@@ -89,7 +89,14 @@ def serve(
     ] = None,
     port: Annotated[
         int | None,
-        typer.Option("--port", "-p", metavar="PORT", help="Port to listen on (default 7077)."),
+        typer.Option(
+            "--port",
+            "-p",
+            metavar="PORT",
+            min=1,
+            max=65535,
+            help="Port to listen on (default 7077).",
+        ),
     ] = None,
     no_auth: Annotated[
         bool,

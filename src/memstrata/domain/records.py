@@ -193,6 +193,27 @@ def superseding(record: Record, old_id: str) -> Record:
     return record.model_copy(update={"supersedes": [*record.supersedes, old_id]})
 
 
+INHERITED_FIELDS = ("kind", "tags", "metadata", "source")
+"""What a revision keeps from the record it supersedes unless it gives its own. The
+key is handed over by the store; validity, content and payload are the revision's."""
+
+
+def inheriting(revision: Record, predecessor: Record) -> Record:
+    """``revision`` with every field of :data:`INHERITED_FIELDS` it did not set taken
+    from ``predecessor`` (a field set to an empty value, e.g. ``tags=[]``, is set)."""
+    update = {
+        name: getattr(predecessor, name)
+        for name in INHERITED_FIELDS
+        if name not in revision.model_fields_set
+    }
+    return revision.model_copy(update=update) if update else revision
+
+
+def predecessor_id(record: Record) -> str | None:
+    """The record a revision inherits from: the first one it supersedes, not itself."""
+    return next((old for old in record.supersedes if old != record.id), None)
+
+
 class UpsertResult(BaseModel):
     ids: list[str]
     versions: list[int]

@@ -250,9 +250,53 @@ class ExpireAction(StrEnum):
 
 
 class ExpireRequest(BaseModel):
+    """One bounded expire. Its scope takes the search's scope options (kind, tags, key,
+    filter, predicates); an empty scope would take every record, so it must be asked
+    for with ``all=True`` rather than happen because a filter was forgotten."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    kind: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    key: str | None = None
     filter: dict[str, MetadataValue] = Field(default_factory=dict)
     predicates: list[Predicate] = Field(default_factory=list)
+    all: bool = False
     action: ExpireAction
     max_rows: int = Field(gt=0)
+
+    @field_validator("kind")
+    @classmethod
+    def _lower_kind(cls, kind: str | None) -> str | None:
+        return kind.strip().lower() if kind is not None else None
+
+    @model_validator(mode="after")
+    def _scoped(self) -> ExpireRequest:
+        scoped = self.has_scope()
+        if not scoped and not self.all:
+            raise ValueError(
+                "no scope given, so every record of the namespace would be affected; "
+                "narrow it with kind, tags, key, filter or predicates, or pass all=true "
+                "(--all on the command line)"
+            )
+        if scoped and self.all:
+            raise ValueError("all=true takes every record; drop it or drop the scope")
+        return self
+
+    def has_scope(self) -> bool:
+        return bool(
+            self.kind is not None
+            or self.tags
+            or self.key is not None
+            or self.filter
+            or self.predicates
+        )
+
+    def record_terms(self) -> list[tuple[str, str, Any]]:
+        """The scope terms on a record's own columns (kind, key), as in a search."""
+        terms: list[tuple[str, str, Any]] = []
+        if self.kind is not None:
+            terms.append(("kind", "=", self.kind))
+        if self.key is not None:
+            terms.append(("key", "=", self.key))
+        return terms

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from memstrata.domain.search import ExpireAction
+from memstrata.domain.search import ExpireAction, ExpireRequest
 
 
 class Writes(Protocol):
@@ -23,18 +23,22 @@ class Writes(Protocol):
     ) -> None: ...
 
 
-def candidates(action: ExpireAction, now: int, mark: str) -> tuple[list[str], list[Any]]:
-    """The terms, over ``records r``, of the records ``action`` still changes at ``now``
-    (``mark`` is the backend's placeholder): invalidate takes the live records valid
-    at ``now``, soft delete the ones not yet tombstoned, hard delete every one."""
-    if action == ExpireAction.INVALIDATE:
-        return [
+def candidates(request: ExpireRequest, now: int, mark: str) -> tuple[list[str], list[Any]]:
+    """The terms, over ``records r``, of the records the request still changes at
+    ``now`` (``mark`` is the backend's placeholder): its kind and key, and for the
+    action: invalidate takes the live records valid at ``now``, soft delete the ones
+    not yet tombstoned, hard delete every one. Tags and metadata are the backend's."""
+    terms = [f"r.{column} {op} {mark}" for column, op, _ in request.record_terms()]
+    params: list[Any] = [value for _, _, value in request.record_terms()]
+    if request.action == ExpireAction.INVALIDATE:
+        terms.append(
             "r.deleted_at IS NULL AND r.superseded_by IS NULL"
             f" AND r.valid_from < {mark} AND (r.valid_to IS NULL OR r.valid_to > {mark})"
-        ], [now, now]
-    if action == ExpireAction.SOFT_DELETE:
-        return ["r.deleted_at IS NULL"], []
-    return [], []
+        )
+        params += [now, now]
+    elif request.action == ExpireAction.SOFT_DELETE:
+        terms.append("r.deleted_at IS NULL")
+    return terms, params
 
 
 def apply(

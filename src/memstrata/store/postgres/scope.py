@@ -74,10 +74,11 @@ def _exists(members: list[Member], namespace: str, rowid: str) -> tuple[list[str
 
 
 def metadata_clause(
-    alias: str, filters: dict[str, str], predicates: list[Predicate]
+    alias: str, filters: dict[str, str], predicates: list[Predicate], tags: list[str]
 ) -> tuple[list[str], list[Any]]:
-    """The metadata filters and predicates, as ``EXISTS`` over records aliased ``alias``."""
-    return _exists(_members([], filters, predicates), f"{alias}.namespace", f"{alias}.rowid")
+    """The tag and metadata filters and predicates, as ``EXISTS`` over records aliased
+    ``alias``."""
+    return _exists(_members(tags, filters, predicates), f"{alias}.namespace", f"{alias}.rowid")
 
 
 def _md5(value: str) -> str:

@@ -148,8 +148,8 @@ class PostgresStore:
 
     def expire(self, namespace: str, request: ExpireRequest, *, now: int, actor: str) -> int:
         """Applies the action to at most ``max_rows`` matching records, oldest first."""
-        clauses, params = metadata_clause("r", request.filter, request.predicates)
-        action_terms, action_params = expiry.candidates(request.action, now, "%s")
+        clauses, params = metadata_clause("r", request.filter, request.predicates, request.tags)
+        action_terms, action_params = expiry.candidates(request, now, "%s")
         where = ["r.namespace = %s", *clauses, *action_terms]
         params = [namespace, *params, *action_params]
 

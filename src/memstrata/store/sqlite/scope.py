@@ -75,10 +75,15 @@ def _membership(column: str, namespace: str, members: list[Member]) -> tuple[lis
 
 
 def metadata_clause(
-    column: str, namespace: str, filters: dict[str, str], predicates: list[Predicate]
+    column: str,
+    namespace: str,
+    filters: dict[str, str],
+    predicates: list[Predicate],
+    tags: list[str],
 ) -> tuple[list[str], list[Any]]:
-    """The metadata filters and predicates, as ``column IN (…)`` over record rowids."""
-    return _membership(column, namespace, _members(filters, predicates, []))
+    """The tag and metadata filters and predicates, as ``column IN (…)`` over record
+    rowids."""
+    return _membership(column, namespace, _members(filters, predicates, tags))
 
 
 def _record_clauses(alias: str, request: SearchRequest, plus: str) -> tuple[list[str], list[Any]]:

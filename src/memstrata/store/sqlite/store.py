@@ -97,8 +97,10 @@ class SqliteStore:
 
     def expire(self, namespace: str, request: ExpireRequest, *, now: int, actor: str) -> int:
         """Applies the action to at most ``max_rows`` matching records, oldest first."""
-        clauses, params = metadata_clause("r.rowid", namespace, request.filter, request.predicates)
-        action_terms, action_params = expiry.candidates(request.action, now, "?")
+        clauses, params = metadata_clause(
+            "r.rowid", namespace, request.filter, request.predicates, request.tags
+        )
+        action_terms, action_params = expiry.candidates(request, now, "?")
         where = ["r.namespace = ?", *clauses, *action_terms]
         params = [namespace, *params, *action_params]
         with self.db.atomic() as conn:
