@@ -3,18 +3,22 @@
 Each conversation is imported through memstrata's own import path,
 ``memstrata.importing.import_conversation``, into its own namespace: one record per
 dialog turn, ``valid_from`` = its session's date and time, speaker, session and turn id
-in metadata. Formatting (fixed before looking at any result, the same for every
-question):
+in metadata. Two content formats are measured, each in a store of its own (fixed
+before looking at any result, the same for every question):
 
-- a turn's content is ``(YYYY-MM-DD) Speaker said, "text"`` — the paper's retrieval
-  format, ``(date) Speaker said, "text"``, with the session date written as an ISO day;
-- a turn that shares an image gets `` [shared <its BLIP caption>]`` after its text
-  (the caption is the only trace of the image in the data);
-- the question is the query text, as is.
+- ``user``: ``Speaker: text`` — how a user stores a turn (the import's default);
+  nothing of the date is in the text;
+- ``dated``: ``(YYYY-MM-DD) Speaker said, "text"`` — the paper's retrieval format,
+  ``(date) Speaker said, "text"``, with the session date written as an ISO day.
+
+In both, a turn that shares an image gets `` [shared <its BLIP caption>]`` after its
+text (the caption is the only trace of the image in the data); the question is the
+query text, as is.
 
 Each question is searched within its conversation (top 10) with ``ranking`` lexical
-(FTS5 BM25), semantic (the ``local`` embedder, all-MiniLM-L6-v2) and hybrid (both
-lanes 50 deep, RRF k = 60) — memstrata's defaults; nothing is set per question.
+(FTS5 BM25), semantic (the ``local`` embedder, all-MiniLM-L6-v2), hybrid (both lanes
+50 deep, RRF k = 60) and auto (the default a caller gets without asking) —
+memstrata's defaults; nothing is set per question.
 
 Evidence ids are normalised: a string holding several ids ("D8:6; D9:17") counts as
 each; "D:11:26" reads as D11:26 and "D30:05" as D30:5; ids that name no turn of the
@@ -38,10 +42,11 @@ from typing import Any
 
 import memstrata
 from bench.common import latency, log
-from memstrata.importing import import_conversation
+from memstrata.importing import DEFAULT_TEMPLATE, import_conversation
 
 TEMPLATE = '({date}) {speaker} said, "{text}"'
-RANKINGS = ("lexical", "semantic", "hybrid")
+FORMATS = {"user": DEFAULT_TEMPLATE, "dated": TEMPLATE}
+RANKINGS = ("lexical", "semantic", "hybrid", "auto")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 REFERENCE = {"hybrid R@10, categories 1-5, turn level (MiniLM + BM25, RRF)": 0.577}
 _EVIDENCE = re.compile(r"D:?(\d+):0*(\d+)")
@@ -109,6 +114,7 @@ def summarise(rows: list[dict[str, float]]) -> dict[str, float]:
 
 
 def run_locomo(path: Path, *, conversations: int | None = None) -> dict[str, Any]:
+    """Both content formats, each in a store of its own (BM25 statistics are per store)."""
     if not path.exists():
         raise FileNotFoundError(
             f"{path} not found; set MEMSTRATA_LOCOMO or place the shared data beside the repo"
@@ -116,8 +122,26 @@ def run_locomo(path: Path, *, conversations: int | None = None) -> dict[str, Any
     samples = json.loads(path.read_text())
     if conversations is not None:
         samples = samples[:conversations]
-    workdir = Path(tempfile.mkdtemp(prefix="msbench-locomo-"))
     started = time.perf_counter()
+    formats = {name: run_format(samples, template) for name, template in FORMATS.items()}
+    first = next(iter(formats.values()))
+    return {
+        "file": path.name,
+        "conversations": [str(s["sample_id"]) for s in samples],
+        "turns": first["turns"],
+        "questions_scored": first["questions_scored"],
+        "questions_skipped": first["questions_skipped"],
+        "evidence_ids_dropped": first["evidence_ids_dropped"],
+        "embedder": first["embedder"],
+        "categories": CATEGORIES,
+        "formats": formats,
+        "reference": REFERENCE,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def run_format(samples: list[dict[str, Any]], template: str) -> dict[str, Any]:
+    workdir = Path(tempfile.mkdtemp(prefix="msbench-locomo-"))
     per: dict[str, dict[str, list[dict[str, float]]]] = {r: defaultdict(list) for r in RANKINGS}
     times: dict[str, list[float]] = {r: [] for r in RANKINGS}
     skipped: list[str] = []
@@ -135,12 +159,12 @@ def run_locomo(path: Path, *, conversations: int | None = None) -> dict[str, Any
                 known = {t["id"] for s in sessions for t in s["turns"]}
                 t = time.perf_counter()
                 report = import_conversation(
-                    memory, namespace, sessions, conversation=sample_id, template=TEMPLATE
+                    memory, namespace, sessions, conversation=sample_id, template=template
                 )
                 import_s += time.perf_counter() - t
                 turns += report.records
                 log(f"  locomo {sample_id}: {report.records} turns imported "
-                    f"({time.perf_counter() - t:.1f} s)")  # fmt: skip
+                    f"({time.perf_counter() - t:.1f} s, content {template!r})")  # fmt: skip
                 for number, qa in enumerate(sample["qa"]):
                     relevant, dropped = evidence_ids(qa.get("evidence", []), known)
                     dropped_ids += dropped
@@ -165,20 +189,15 @@ def run_locomo(path: Path, *, conversations: int | None = None) -> dict[str, Any
             entry["1-5"] = summarise([r for c in rows for r in rows[c]])
             table[ranking] = entry
         return {
-            "file": path.name,
-            "conversations": [str(s["sample_id"]) for s in samples],
+            "template": template,
             "turns": turns,
             "questions_scored": sum(len(rows) for rows in per["hybrid"].values()),
             "questions_skipped": skipped,
             "evidence_ids_dropped": dropped_ids,
             "embedder": embedder_id,
-            "template": TEMPLATE,
-            "categories": CATEGORIES,
             "results": table,
             "search_latency": {r: latency(times[r]) for r in RANKINGS},
             "import_seconds": round(import_s, 1),
-            "reference": REFERENCE,
-            "seconds": round(time.perf_counter() - started, 1),
         }
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -111,36 +111,45 @@ def locomo_tables(result: dict[str, Any]) -> list[str]:
     columns = ["1", "2", "3", "4", "5", "1-4", "1-5"]
     names = result["categories"]
     header = [f"{c} {names[c]}" if c in names else c for c in columns]
-    counts = result["results"]["hybrid"]
     lines = [
         f"Conversations {', '.join(result['conversations'])}: {result['turns']:,} turns, "
         f"{result['questions_scored']} questions scored "
         f"({len(result['questions_skipped'])} skipped: no evidence turn in the file; "
         f"{result['evidence_ids_dropped']} evidence ids dropped). Embedder "
-        f"`{result['embedder']}`; turn content `{result['template']}`.",
+        f"`{result['embedder']}`. Each content format is stored in a store of its own.",
         "",
-        "| ranking | metric | " + " | ".join(header) + " |",
-        "|---|---|" + "---:|" * len(columns),
     ]
-    for ranking, entry in result["results"].items():
-        for metric in ("R@5", "R@10", "NDCG@10", "Hit@10"):
-            cells = [f"{entry[c][metric]:.3f}" if entry.get(c) else "—" for c in columns]
-            lines.append(f"| {ranking} | {metric} | " + " | ".join(cells) + " |")
-    lines.append(
-        "| questions | | " + " | ".join(str(counts.get(c, {}).get("questions", 0))
-                                         for c in columns) + " |"
-    )  # fmt: skip
+    for name, run in result["formats"].items():
+        counts = run["results"]["hybrid"]
+        lines += [
+            f"**Content format `{name}`**: `{run['template']}`",
+            "",
+            "| ranking | metric | " + " | ".join(header) + " |",
+            "|---|---|" + "---:|" * len(columns),
+        ]
+        for ranking, entry in run["results"].items():
+            for metric in ("R@5", "R@10", "NDCG@10", "Hit@10"):
+                cells = [f"{entry[c][metric]:.3f}" if entry.get(c) else "—" for c in columns]
+                lines.append(f"| {ranking} | {metric} | " + " | ".join(cells) + " |")
+        lines.append(
+            "| questions | | " + " | ".join(str(counts.get(c, {}).get("questions", 0))
+                                             for c in columns) + " |"
+        )  # fmt: skip
+        lat = run.get("search_latency", {})
+        if lat:
+            lines.append(
+                "\nSearch latency p50 (ms, query embedding included): "
+                + ", ".join(f"{r} {v['p50_ms']:.1f}" for r, v in lat.items())
+                + f". Import of all turns (embedding included): {run['import_seconds']} s."
+            )
+        lines.append("")
     for label, value in result.get("reference", {}).items():
-        ours = result["results"]["hybrid"]["1-5"]["R@10"]
-        lines.append(
-            f"\nReference on the same file — {label}: **{value}**; memstrata: **{ours:.3f}**."
+        ours = ", ".join(
+            f"`{name}` {run['results']['hybrid']['1-5']['R@10']:.3f}"
+            for name, run in result["formats"].items()
         )
-    lat = result.get("search_latency", {})
-    if lat:
         lines.append(
-            "\nSearch latency p50 (ms, query embedding included): "
-            + ", ".join(f"{r} {v['p50_ms']:.1f}" for r, v in lat.items())
-            + f". Import of all turns (embedding included): {result['import_seconds']} s."
+            f"Reference on the same file — {label}: **{value}**; memstrata hybrid: {ours}."
         )
     lines.append("")
     return lines
@@ -213,6 +222,7 @@ def plots(found: dict[str, Any], results: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
 
     if found["speed"]:
         fig, grid = plt.subplots(2, 3, figsize=(13, 7.5), sharey=True)
@@ -249,22 +259,25 @@ def plots(found: dict[str, Any], results: Path) -> None:
         result = found["locomo"]
         columns = ["1", "2", "3", "4", "5", "1-4", "1-5"]
         labels = [f"{c}\n{result['categories'].get(c, 'all')}" for c in columns]
-        fig, ax = plt.subplots(figsize=(10, 4.2))
-        rankings = list(result["results"])
-        width = 0.8 / len(rankings)
-        for i, ranking in enumerate(rankings):
-            values = [result["results"][ranking].get(c, {}).get("R@10", 0) for c in columns]
-            ax.bar([x + i * width for x in range(len(columns))], values, width, label=ranking)
-        ax.set_xticks([x + width * (len(rankings) - 1) / 2 for x in range(len(columns))])
-        ax.set_xticklabels(labels, fontsize=8)
-        ax.set_ylabel("R@10")
-        ax.set_ylim(0, 1)
-        for value in result.get("reference", {}).values():  # a 1-5 figure: over that group
-            last = len(columns) - 1
-            ax.hlines(value, last - 0.1, last + 0.9, color="black", linestyle="--", linewidth=1)
-            ax.text(last - 0.1, value + 0.02, f"reference {value}", fontsize=7)
-        ax.legend(fontsize=8)
-        ax.set_title("LoCoMo: recall@10 per category, per ranking")
+        runs = result["formats"]
+        fig, axes = plt.subplots(1, len(runs), figsize=(7 * len(runs), 4.2), sharey=True)
+        for ax, (name, run) in zip(np.atleast_1d(axes), runs.items(), strict=True):
+            rankings = list(run["results"])
+            width = 0.8 / len(rankings)
+            for i, ranking in enumerate(rankings):
+                values = [run["results"][ranking].get(c, {}).get("R@10", 0) for c in columns]
+                ax.bar([x + i * width for x in range(len(columns))], values, width, label=ranking)
+            ax.set_xticks([x + width * (len(rankings) - 1) / 2 for x in range(len(columns))])
+            ax.set_xticklabels(labels, fontsize=8)
+            ax.set_ylim(0, 1)
+            for value in result.get("reference", {}).values():  # a 1-5 figure
+                last = len(columns) - 1
+                ax.hlines(value, last - 0.1, last + 0.9, color="black", linestyle="--")
+                ax.text(last - 0.1, value + 0.02, f"reference {value}", fontsize=7)
+            ax.legend(fontsize=8)
+            ax.set_title(f"content format '{name}'")
+        np.atleast_1d(axes)[0].set_ylabel("R@10")
+        fig.suptitle("LoCoMo: recall@10 per category, per ranking")
         fig.tight_layout()
         fig.savefig(results / "locomo_recall.png", dpi=110)
         plt.close(fig)

@@ -7,7 +7,14 @@ import re
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    model_validator,
+)
 
 from memstrata.domain.records import Instant, MetadataValue, Record, Trust
 from memstrata.domain.time import Window, now_us, to_us
@@ -83,6 +90,14 @@ def query_words(text: str) -> list[str]:
     return list(dict.fromkeys(_WORD.findall(text)))
 
 
+def _lower_kind(kind: str | None) -> str | None:
+    return kind.strip().lower() if kind is not None else None
+
+
+KindScope = Annotated[str | None, AfterValidator(_lower_kind)]
+"""A kind to scope by, compared as stored: trimmed and lower case."""
+
+
 class Between(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -126,7 +141,7 @@ class SearchRequest(BaseModel):
     top_k: int = Field(default=10, ge=1)
     ranking: Ranking = Ranking.AUTO
     candidate_k: int | None = Field(default=None, ge=1)
-    kind: str | None = None
+    kind: KindScope = None
     tags: list[str] = Field(default_factory=list)
     key: str | None = None
     filter: dict[str, MetadataValue] = Field(default_factory=dict)
@@ -142,11 +157,6 @@ class SearchRequest(BaseModel):
     include_payload: bool = False
     include_vector: bool = False
     require_complete: bool = False
-
-    @field_validator("kind")
-    @classmethod
-    def _lower_kind(cls, kind: str | None) -> str | None:
-        return kind.strip().lower() if kind is not None else None
 
     @model_validator(mode="after")
     def _consistent(self) -> SearchRequest:
@@ -256,7 +266,7 @@ class ExpireRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: str | None = None
+    kind: KindScope = None
     tags: list[str] = Field(default_factory=list)
     key: str | None = None
     filter: dict[str, MetadataValue] = Field(default_factory=dict)
@@ -264,11 +274,6 @@ class ExpireRequest(BaseModel):
     all: bool = False
     action: ExpireAction
     max_rows: int = Field(gt=0)
-
-    @field_validator("kind")
-    @classmethod
-    def _lower_kind(cls, kind: str | None) -> str | None:
-        return kind.strip().lower() if kind is not None else None
 
     @model_validator(mode="after")
     def _scoped(self) -> ExpireRequest:
