@@ -13,6 +13,7 @@ from typing import Any
 
 import platformdirs
 
+from memstrata import store
 from memstrata.domain.errors import InvalidInput
 from memstrata.domain.records import Record, UpsertResult
 from memstrata.domain.search import ExpireRequest, SearchRequest, SearchResult
@@ -21,7 +22,6 @@ from memstrata.domain.validation import parse_model
 from memstrata.embedding.binding import EmbedderBinding, EmbedderSpec, build_embedder
 from memstrata.jobs.embed import JobReport, Progress
 from memstrata.service import Policy, Service
-from memstrata.store import is_postgres_url, open_store
 
 RecordLike = Record | Mapping[str, Any]
 
@@ -33,23 +33,10 @@ def default_path() -> Path:
 
 def resolve_target(target: str | os.PathLike[str] | None) -> str:
     """A PostgreSQL URL as given, or a filesystem path for SQLite from a path, a
-    ``sqlite:///`` URL or nothing."""
+    ``sqlite:///`` URL or nothing (``MEMSTRATA_DB``, else the user data file)."""
     if target is None:
         target = os.environ.get("MEMSTRATA_DB") or default_path()
-    text = os.fspath(target)
-    if is_postgres_url(text):
-        return text
-    if text.startswith("sqlite://"):
-        # sqlite:///relative.db and sqlite:////absolute.db, as SQLAlchemy spells them
-        path = text.removeprefix("sqlite://").removeprefix("/")
-        return path or ":memory:"
-    if "://" in text:
-        scheme = text.split("://", 1)[0]
-        raise InvalidInput(
-            f"storage url scheme {scheme!r} is not supported; use a file path, sqlite:///PATH "
-            "or postgresql://…"
-        )
-    return str(Path(text).expanduser())
+    return store.resolve_target(target)
 
 
 def to_record(data: RecordLike, field: str) -> Record:
@@ -192,6 +179,6 @@ def open_memory(
     ``memstrata.not_found``, and nothing is created)."""
     default = build_embedder(embedder, cache_size)
     overrides = {ns: build_embedder(spec, cache_size) for ns, spec in (embedders or {}).items()}
-    store = open_store(resolve_target(target), create=create)
+    opened = store.open_store(resolve_target(target), create=create)
     binding = EmbedderBinding(default, overrides)
-    return Memory(Service(store, binding, background_jobs=background_jobs, policy=policy))
+    return Memory(Service(opened, binding, background_jobs=background_jobs, policy=policy))

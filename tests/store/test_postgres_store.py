@@ -22,10 +22,11 @@ from memstrata.embedding import HashEmbedder
 from memstrata.memory import resolve_target
 from memstrata.store.postgres import vectors
 from memstrata.store.postgres.connection import with_schema
+from memstrata.store.postgres.dialect import PostgresDialect
 from memstrata.store.postgres.migrations import MIGRATIONS
-from memstrata.store.postgres.scope import scope_clause, scope_rowids
-from memstrata.store.postgres.store import PostgresStore
-from memstrata.store.sqlite.rows import prefixed
+from memstrata.store.sql.rows import prefixed
+from memstrata.store.sql.scope import scope_clause, scope_rowids
+from memstrata.store.sql.store import SqlStore
 
 
 @pytest.fixture
@@ -46,10 +47,10 @@ def test_hnsw_lane_fills_top_k_from_the_scope_and_agrees_with_exact(pg_target: s
                for i in range(15)]  # fmt: skip
         m.upsert("ns", near + far)
         store = m.service.store
-        assert isinstance(store, PostgresStore)
+        assert isinstance(store, SqlStore) and isinstance(store.dialect, PostgresDialect)
         exact = m.search("ns", query, ranking="semantic", top_k=10, filter={"room": "b"})
         assert not has_index(pg_target, "vectors_hnsw_64")  # small scopes never need one
-        store.exact_limit = 0  # the first search that wants the index builds it
+        store.dialect.exact_limit = 0  # the first search that wants the index builds it
         indexed = m.search("ns", query, ranking="semantic", top_k=10, filter={"room": "b"})
         assert len(indexed.hits) == 10
         assert all(h.record.metadata["room"] == "b" for h in indexed.hits)
@@ -81,12 +82,12 @@ def test_the_index_scan_itself_goes_on_until_top_k_rows_pass_the_filter(pg_targe
         m.upsert("ns", [{"content": f"other thing {i}", "metadata": {"room": "b"}}
                         for i in range(12)])  # fmt: skip
         store = m.service.store
-        assert isinstance(store, PostgresStore)
+        assert isinstance(store, SqlStore) and isinstance(store.dialect, PostgresDialect)
         store.build_vector_index(32)
         vector = m.service.embedder_for("ns").embed_query(query)  # type: ignore[union-attr]
         request = parse_model(SearchRequest, {"query_vector": vector.tolist(),
                                               "filter": {"room": "b"}})  # fmt: skip
-        where, params = scope_clause("r", "ns", request, request.window(now_us()))
+        where, params = scope_clause(store.dialect, "r", "ns", request, request.window(now_us()))
         embedder_id = m.embedder_id("ns")
         with store.db.snapshot() as conn:
             # at this size the planner would rather sort everything (exactly); make it
@@ -95,7 +96,9 @@ def test_the_index_scan_itself_goes_on_until_top_k_rows_pass_the_filter(pg_targe
             conn.execute("SET LOCAL enable_seqscan = off")
             rows = vectors.approximate(conn, "ns", prefixed("r"), where, params, embedder_id,
                                        vector, 10, ef_search=40)  # fmt: skip
-            scope, scope_params = scope_rowids("ns", request, request.window(now_us()))
+            scope, scope_params = scope_rowids(
+                store.dialect, "ns", request, request.window(now_us())
+            )
             _, _, exact = vectors.exact(conn, "ns", scope, scope_params, embedder_id, vector, 10)
         assert rows is not None and len(rows) == 10
         assert [row[0] for row in rows] == sorted(exact, key=lambda rowid: -exact[rowid])

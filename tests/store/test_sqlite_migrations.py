@@ -14,9 +14,9 @@ import memstrata
 from memstrata.domain.records import Record
 from memstrata.domain.search import parse_number
 from memstrata.embedding import HashEmbedder
+from memstrata.store.sql.rows import row_values
 from memstrata.store.sqlite import migrations
 from memstrata.store.sqlite.connection import connect
-from memstrata.store.sqlite.rows import row_values
 
 DAY = "2026-01-0{}T00:00:00Z"
 

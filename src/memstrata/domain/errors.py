@@ -10,7 +10,8 @@
      ├── PolicyLimit             memstrata.policy.limit             422
      ├── SemanticUnavailable     memstrata.search.semantic_unavailable 409
      ├── ReindexNeeded           memstrata.search.reindex_needed    409
-     └── ProviderFailed          memstrata.provider.failed          502
+     ├── ProviderFailed          memstrata.provider.failed          502
+     └── StorageUnavailable      memstrata.storage.unavailable      503
 
 The message is a diagnostic for people: it names the field and the fix. Code that
 reacts to an error looks at ``code`` (or the class), never at the message.
@@ -103,6 +104,14 @@ class ProviderFailed(MemstrataError):
     http_status = 502
 
 
+class StorageUnavailable(MemstrataError):
+    """The database cannot be used: a file that is not a database or cannot be
+    opened, a server that cannot be reached. Nothing was changed."""
+
+    code = "memstrata.storage.unavailable"
+    http_status = 503
+
+
 ALL_ERRORS: tuple[type[MemstrataError], ...] = (
     InvalidInput,
     Unauthenticated,
@@ -114,6 +123,7 @@ ALL_ERRORS: tuple[type[MemstrataError], ...] = (
     SemanticUnavailable,
     ReindexNeeded,
     ProviderFailed,
+    StorageUnavailable,
 )
 
 ERRORS_BY_CODE: dict[str, type[MemstrataError]] = {cls.code: cls for cls in ALL_ERRORS}

@@ -1,7 +1,10 @@
-"""Storage backends. All SQL lives under this package and nowhere else."""
+"""Storage: one SQL store (``sql/``) and a dialect per backend (``sqlite/``,
+``postgres/``). All SQL, every driver import, and all knowledge of which backend a
+target names live under this package and nowhere else."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from memstrata.domain.errors import InvalidInput, NotFound
@@ -10,31 +13,51 @@ from memstrata.store.base import Store
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
-def is_postgres_url(target: str) -> bool:
-    return target.startswith(POSTGRES_SCHEMES)
+def resolve_target(target: str | os.PathLike[str]) -> str:
+    """A PostgreSQL URL as given, or a filesystem path for SQLite from a path or a
+    ``sqlite:///`` URL; any other scheme is :class:`InvalidInput`."""
+    text = os.fspath(target)
+    if text.startswith(POSTGRES_SCHEMES):
+        return text
+    if text.startswith("sqlite://"):
+        # sqlite:///relative.db and sqlite:////absolute.db, as SQLAlchemy spells them
+        path = text.removeprefix("sqlite://").removeprefix("/")
+        return path or ":memory:"
+    if "://" in text:
+        scheme = text.split("://", 1)[0]
+        raise InvalidInput(
+            f"storage url scheme {scheme!r} is not supported; use a file path, sqlite:///PATH "
+            "or postgresql://…"
+        )
+    return str(Path(text).expanduser())
 
 
-def open_store(target: str, *, create: bool = True) -> Store:
-    """The backend a resolved target names: a PostgreSQL URL or a SQLite file path.
+def open_store(target: str | os.PathLike[str], *, create: bool = True) -> Store:
+    """The store a target names (see :func:`resolve_target`), its schema migrated.
 
     With ``create=False`` (what a read asks for) a SQLite file that does not exist is
     an error naming the path, and nothing is created: no folder, no empty database.
-    A PostgreSQL database is never created here; its schema is, on either setting."""
-    sqlite_file = not is_postgres_url(target) and target != ":memory:"
-    if not create and sqlite_file and not Path(target).exists():
+    A PostgreSQL database is never created here; its schema is, on either setting.
+    A database that cannot be used (a file that is not a database, a server that
+    cannot be reached) is :class:`~memstrata.domain.errors.StorageUnavailable`."""
+    from memstrata.store.sql.store import SqlStore
+
+    resolved = resolve_target(target)
+    postgres = resolved.startswith(POSTGRES_SCHEMES)
+    if not create and not postgres and resolved != ":memory:" and not Path(resolved).exists():
         raise NotFound(
-            f"no database at {target}: nothing has been stored there yet "
+            f"no database at {resolved}: nothing has been stored there yet "
             "(check --db / MEMSTRATA_DB, or write a record first)"
         )
-    if is_postgres_url(target):
+    if postgres:
         try:
-            from memstrata.store.postgres.store import PostgresStore
+            from memstrata.store.postgres.dialect import PostgresDialect
         except ImportError as error:
             raise InvalidInput(
-                f"storage url {target.split('://', 1)[0]}://… needs the PostgreSQL driver "
+                f"storage url {resolved.split('://', 1)[0]}://… needs the PostgreSQL driver "
                 f"({error.name} is missing): pip install 'memstrata[postgres]'"
             ) from None
-        return PostgresStore(target)
-    from memstrata.store.sqlite.store import SqliteStore
+        return SqlStore(PostgresDialect(resolved))
+    from memstrata.store.sqlite.dialect import SqliteDialect
 
-    return SqliteStore(target)
+    return SqlStore(SqliteDialect(resolved))

@@ -1,8 +1,12 @@
-"""The Store protocol: what every backend implements, and all the service may call.
+"""The Store protocol: all the service may call, and what each method promises.
 
-Backends: ``sqlite`` (embedded default) and ``postgres``. Instants are integer
-microseconds since the epoch; the service passes ``now`` so one call has one clock.
-Every mutation runs in one transaction and appends to the ledger.
+One implementation (:class:`memstrata.store.sql.store.SqlStore`) serves both
+backends, ``sqlite`` (embedded default) and ``postgres``, through a dialect each.
+Instants are integer microseconds since the epoch; the service passes ``now`` so
+one call has one clock. Every mutation runs in one transaction (all or nothing) and
+appends to the ledger, attributed to ``actor``. A record that does not exist is
+:class:`~memstrata.domain.errors.NotFound`; a database that cannot be used is
+:class:`~memstrata.domain.errors.StorageUnavailable`.
 """
 
 from __future__ import annotations
@@ -18,40 +22,14 @@ from memstrata.domain.records import Record
 from memstrata.domain.search import ExpireRequest, SearchRequest
 from memstrata.domain.time import Window
 
-JOB_FIELDS = (
-    "id", "type", "namespace", "state", "done", "error", "created_at", "updated_at", "owner",
-)  # fmt: skip
-
-
-def jobs_query(
-    mark: str,
-    namespace: str | None = None,
-    *,
-    state: str | None = None,
-    job_id: int | None = None,
-    last: int | None = None,
-) -> tuple[str, list[Any]]:
-    """The SELECT of job rows (JOB_FIELDS, oldest first) that match every filter given,
-    only the ``last`` ones if asked; ``mark`` is the backend's placeholder."""
-    where = []
-    params: list[Any] = []
-    for column, value in (("namespace", namespace), ("state", state), ("id", job_id)):
-        if value is not None:
-            where.append(f"{column} = {mark}")
-            params.append(value)
-    sql = f"SELECT {', '.join(JOB_FIELDS)} FROM jobs"
-    if where:
-        sql += " WHERE " + " AND ".join(where)
-    if last is not None:
-        sql = f"SELECT * FROM ({sql} ORDER BY id DESC LIMIT {mark}) latest"
-        params.append(last)
-    return sql + " ORDER BY id", params
-
 
 class Store(Protocol):
     backend: str
+    """"sqlite" or "postgres"."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Releases every connection; the store is not used again."""
+        ...
 
     # writes
     def upsert(
@@ -62,17 +40,31 @@ class Store(Protocol):
         now: int,
         actor: str,
         embedder_id: str | None = None,
-    ) -> list[tuple[str, int]]: ...
-    def invalidate(
-        self, namespace: str, record_id: str, at: int, *, now: int, actor: str
-    ) -> int: ...
-    def delete(
-        self, namespace: str, record_id: str, *, hard: bool, now: int, actor: str
-    ) -> None: ...
-    def verify(
-        self, namespace: str, record_id: str, reviewer: str, *, now: int, actor: str
-    ) -> int: ...
-    def expire(self, namespace: str, request: ExpireRequest, *, now: int, actor: str) -> int: ...
+    ) -> list[tuple[str, int]]:
+        """Creates or revises each record (in order, as one transaction) by the
+        revision rules of :mod:`memstrata.domain.rules`; a vector given with a record
+        is stored for ``embedder_id``. Returns (id, version) per record."""
+        ...
+
+    def invalidate(self, namespace: str, record_id: str, at: int, *, now: int, actor: str) -> int:
+        """Ends the record's validity at ``at`` (never extends it); returns the
+        version now current."""
+        ...
+
+    def delete(self, namespace: str, record_id: str, *, hard: bool, now: int, actor: str) -> None:
+        """A tombstone (soft: history kept) or every trace but the ledger entry
+        (hard)."""
+        ...
+
+    def verify(self, namespace: str, record_id: str, reviewer: str, *, now: int, actor: str) -> int:
+        """Marks the record verified by ``reviewer``; returns the current version."""
+        ...
+
+    def expire(self, namespace: str, request: ExpireRequest, *, now: int, actor: str) -> int:
+        """Applies the request's action to at most ``max_rows`` matching records,
+        oldest first; returns how many."""
+        ...
+
     def set_embedding(
         self,
         namespace: str,
@@ -82,15 +74,32 @@ class Store(Protocol):
         *,
         now: int,
         actor: str,
-    ) -> None: ...
+    ) -> None:
+        """Stores the record's vector for ``embedder_id`` (a ledger entry, no new
+        version)."""
+        ...
 
     # reads
-    def get(self, namespace: str, record_id: str, version: int | None = None) -> Record: ...
-    def versions(self, namespace: str, record_id: str) -> list[int]: ...
-    def history(self, namespace: str, record_id: str) -> list[Record]: ...
+    def get(self, namespace: str, record_id: str, version: int | None = None) -> Record:
+        """The current record, or the given version of it."""
+        ...
+
+    def versions(self, namespace: str, record_id: str) -> list[int]:
+        """Every version number the record has had, ascending."""
+        ...
+
+    def history(self, namespace: str, record_id: str) -> list[Record]:
+        """Every record of the supersession chain through ``record_id``, oldest
+        first."""
+        ...
+
     def lexical(
         self, namespace: str, request: SearchRequest, window: Window | None, limit: int
-    ) -> list[tuple[Record, float]]: ...
+    ) -> list[tuple[Record, float]]:
+        """The best ``limit`` in-scope records by full-text rank (higher is better,
+        ties by id)."""
+        ...
+
     def semantic(
         self,
         namespace: str,
@@ -99,26 +108,47 @@ class Store(Protocol):
         embedder_id: str,
         query: np.ndarray,
         limit: int,
-    ) -> tuple[list[tuple[Record, float]], int]: ...
+    ) -> tuple[list[tuple[Record, float]], int]:
+        """The best ``limit`` in-scope records by cosine to ``query`` (ties by id),
+        and how many in-scope records have no vector for ``embedder_id`` yet."""
+        ...
 
     # derived vectors (rowid = the backend's internal integer key of a record)
     def vectors_for(
         self, namespace: str, ids: Sequence[str], embedder_id: str
-    ) -> dict[str, list[float]]: ...
-    def backlog(
-        self, namespace: str, embedder_id: str, limit: int
-    ) -> list[tuple[int, str, str]]: ...
-    def backlog_count(self, namespace: str, embedder_id: str) -> int: ...
-    def store_vectors(
-        self, embedder_id: str, items: Sequence[tuple[int, str, np.ndarray]]
-    ) -> int: ...
-    def clear_vectors(self, namespace: str, embedder_id: str) -> int: ...
+    ) -> dict[str, list[float]]:
+        """The stored vectors of the named records, by id."""
+        ...
+
+    def backlog(self, namespace: str, embedder_id: str, limit: int) -> list[tuple[int, str, str]]:
+        """Up to ``limit`` records with no vector for ``embedder_id``:
+        (rowid, content hash, content)."""
+        ...
+
+    def backlog_count(self, namespace: str, embedder_id: str) -> int:
+        """How many records of the namespace have no vector for ``embedder_id``."""
+        ...
+
+    def store_vectors(self, embedder_id: str, items: Sequence[tuple[int, str, np.ndarray]]) -> int:
+        """Stores derived vectors of (rowid, content hash) pairs whose content is
+        still that hash; returns how many were stored."""
+        ...
+
+    def clear_vectors(self, namespace: str, embedder_id: str) -> int:
+        """Drops the namespace's vectors for ``embedder_id``; returns how many."""
+        ...
 
     # jobs (each a dict of JOB_FIELDS; ``owner`` is "host:pid" of the process running it)
-    def job_start(self, job_type: str, namespace: str, now: int, owner: str) -> int: ...
+    def job_start(self, job_type: str, namespace: str, now: int, owner: str) -> int:
+        """Records a running job; returns its id."""
+        ...
+
     def job_update(
         self, job_id: int, *, state: str, done: int, error: str | None, now: int
-    ) -> None: ...
+    ) -> None:
+        """Sets a job's state, progress and error."""
+        ...
+
     def jobs(
         self,
         namespace: str | None = None,
@@ -126,14 +156,33 @@ class Store(Protocol):
         state: str | None = None,
         job_id: int | None = None,
         last: int | None = None,
-    ) -> list[dict[str, Any]]: ...
+    ) -> list[dict[str, Any]]:
+        """Job rows matching every filter given, oldest first (only the ``last``
+        ones if asked)."""
+        ...
 
     # tokens
-    def token_create(self, token: Token) -> None: ...
-    def tokens(self) -> list[Token]: ...
-    def token_by_digest(self, token_digest: str) -> Token | None: ...
-    def token_disable(self, token_id: str) -> bool: ...
+    def token_create(self, token: Token) -> None:
+        """Stores a token (its secret's digest only)."""
+        ...
+
+    def tokens(self) -> list[Token]:
+        """Every token, oldest first."""
+        ...
+
+    def token_by_digest(self, token_digest: str) -> Token | None:
+        """The token whose secret has this digest, if any."""
+        ...
+
+    def token_disable(self, token_id: str) -> bool:
+        """Disables a token; False when there is no such token."""
+        ...
 
     # inspection
-    def ledger(self, namespace: str | None = None) -> list[LedgerEntry]: ...
-    def namespaces(self) -> list[str]: ...
+    def ledger(self, namespace: str | None = None) -> list[LedgerEntry]:
+        """Every ledger entry (of one namespace, if given), in order."""
+        ...
+
+    def namespaces(self) -> list[str]:
+        """Every namespace that has been written to, by name."""
+        ...

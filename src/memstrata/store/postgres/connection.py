@@ -12,21 +12,51 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import lru_cache
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import errors
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
-from memstrata.domain.errors import InvalidInput
+from memstrata.domain.errors import InvalidInput, StorageUnavailable
 
 log = logging.getLogger("memstrata.store.postgres")
 
 T = TypeVar("T")
-Connection = psycopg.Connection[Any]
+
+
+@lru_cache(maxsize=4096)
+def _native(sql: str) -> str:
+    # The shared SQL writes ``?``; psycopg reads ``%s`` (and this dialect's own SQL
+    # may use ``%s`` and ``%b`` already). No statement has a literal ``?``.
+    return sql.replace("?", "%s")
+
+
+class Connection:
+    """A psycopg connection that also takes the shared SQL's ``?`` placeholders;
+    everything else is the psycopg connection's (``raw``)."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+        self.raw = raw
+
+    def execute(self, sql: Any, params: Any = None) -> psycopg.Cursor[Any]:
+        if params is None:  # no placeholders are parsed at all
+            return self.raw.execute(sql)
+        return self.raw.execute(_native(sql) if isinstance(sql, str) else sql, params)
+
+    def executemany(self, sql: str, rows: Sequence[Any]) -> None:
+        with self.raw.cursor() as cursor:
+            cursor.executemany(_native(sql), rows)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
+
 
 RETRIES = 20
 
@@ -70,16 +100,23 @@ def connect_options(url: str) -> dict[str, Any]:
     return options
 
 
-def connect(url: str) -> Connection:
-    """One autocommit connection (migrations, tools); the pool serves everything else.
+def unavailable(url: str, error: Exception) -> StorageUnavailable:
+    """A driver error that says the server cannot be used (it cannot be reached, it
+    went away, the pool waited in vain), its message without the URL's password."""
+    return StorageUnavailable(f"cannot connect to {redacted(url)}: {error}")
 
-    A server that cannot be reached is a ``ConnectionError`` (an ``OSError``, like a
-    SQLite file that cannot be opened), its message without the URL's password."""
+
+#: Driver errors that mean the database cannot be used right now (not a bug of ours).
+UNAVAILABLE = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout)
+
+
+def connect(url: str) -> psycopg.Connection[Any]:
+    """One autocommit connection (migrations, tools); the pool serves everything else."""
     options = connect_options(url)
     try:
         return psycopg.connect(url, **options)
     except psycopg.OperationalError as error:
-        raise ConnectionError(f"cannot connect to {redacted(url)}: {error}") from None
+        raise unavailable(url, error) from None
 
 
 class Database:
@@ -91,7 +128,7 @@ class Database:
         *,
         min_size: int = 1,
         max_size: int = 10,
-        configure: Callable[[Connection], None] | None = None,
+        configure: Callable[[psycopg.Connection[Any]], None] | None = None,
     ) -> None:
         self.url = url
         self.pool = ConnectionPool(
@@ -103,38 +140,54 @@ class Database:
             open=False,
             name="memstrata",
         )
-        self.pool.open(wait=True, timeout=30)
+        try:
+            self.pool.open(wait=True, timeout=30)
+        except UNAVAILABLE as error:
+            self.pool.close()
+            raise unavailable(url, error) from None
 
     def close(self) -> None:
         self.pool.close()
 
     @contextmanager
+    def _pooled(self) -> Iterator[psycopg.Connection[Any]]:
+        try:
+            with self.pool.connection() as conn:
+                yield conn
+        except RETRYABLE:
+            raise
+        except UNAVAILABLE as error:
+            raise unavailable(self.url, error) from None
+
+    @contextmanager
     def connection(self) -> Iterator[Connection]:
         """A pooled autocommit connection: each statement is its own transaction."""
-        with self.pool.connection() as conn:
-            yield conn
+        with self._pooled() as conn:
+            yield Connection(conn)
+
+    read = connection
 
     @contextmanager
     def atomic(self) -> Iterator[Connection]:
         """One write transaction (READ COMMITTED; lock what you read with FOR UPDATE)."""
-        with self.pool.connection() as conn, conn.transaction():
-            yield conn
+        with self._pooled() as conn, conn.transaction():
+            yield Connection(conn)
 
     @contextmanager
     def snapshot(self) -> Iterator[Connection]:
         """A read-only transaction: every statement inside sees the same committed state."""
-        with self.pool.connection() as conn, conn.transaction():
+        with self._pooled() as conn, conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            yield conn
+            yield Connection(conn)
 
     @contextmanager
     def pipelined(self) -> Iterator[Connection]:
         """``atomic()`` in pipeline mode: statements whose results nobody reads are
         sent without waiting, so a write costs a few round trips, not one per row."""
-        with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
-            yield conn
+        with self._pooled() as conn, conn.pipeline(), conn.transaction():
+            yield Connection(conn)
 
-    def write(self, work: Callable[[Connection], T], *, pipeline: bool = False) -> T:
+    def write(self, work: Callable[[Connection], T], *, pipeline: bool = True) -> T:
         """Runs ``work`` in one transaction, again from the start when it loses a race."""
         delay = 0.002
         for attempt in range(RETRIES):

@@ -14,29 +14,18 @@ keys) is indexed through ``md5(…)``: a B-tree entry cannot exceed ~2.7 kB.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from contextlib import nullcontext
 
 from psycopg import errors
 
 from memstrata.domain.errors import InvalidInput
 from memstrata.store.postgres.connection import Connection
+from memstrata.store.sql import migrate
+from memstrata.store.sql.migrate import Migration, run_script
 
-Migration = Callable[[Connection], None]
 MIGRATIONS: list[tuple[str, Migration]] = []
+migration = migrate.registrar(MIGRATIONS)
 _LOCK = "memstrata.migrate"
-
-
-def migration(fn: Migration) -> Migration:
-    if any(name == fn.__name__ for name, _ in MIGRATIONS):
-        raise ValueError(f"migration {fn.__name__} is registered twice")
-    MIGRATIONS.append((fn.__name__, fn))
-    return fn
-
-
-def run_script(conn: Connection, script: str) -> None:
-    for statement in script.split(";\n"):
-        if statement.strip():
-            conn.execute(statement.encode())  # bytes: a literal query, no placeholders
 
 
 @migration
@@ -303,18 +292,5 @@ def apply_migrations(conn: Connection, now: int) -> list[str]:
             (_LOCK,),
         )
         _ensure_vector_extension(conn)
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations ("
-            " version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)"
-        )
-        done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
-        for version, (name, fn) in enumerate(MIGRATIONS, start=1):
-            if version in done:
-                continue
-            fn(conn)
-            conn.execute(
-                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (%s, %s, %s)",
-                (version, name, now),
-            )
-            applied.append(name)
+        applied = migrate.apply(conn, MIGRATIONS, now, nullcontext)
     return applied

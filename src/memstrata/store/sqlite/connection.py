@@ -10,9 +10,14 @@ import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
+
+from memstrata.domain.errors import StorageUnavailable
+
+T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 60_000
 _LOCK_RETRY_SECONDS = 120.0
@@ -51,6 +56,30 @@ def _with_lock_retry(fn: object) -> None:
                 raise
             time.sleep(delay)
             delay = min(delay * 2, 0.2)
+
+
+def unavailable(path: str, error: sqlite3.Error | OSError) -> StorageUnavailable | None:
+    """The domain error for a driver error that says the file cannot be used (it is
+    not a database, cannot be opened or read, stays locked), else None: any other
+    driver error is a bug of ours and stays what it is."""
+    if (
+        isinstance(error, sqlite3.OperationalError | OSError)
+        or type(error) is sqlite3.DatabaseError
+    ):
+        return StorageUnavailable(f"cannot open database {path}: {error}")
+    return None
+
+
+@contextmanager
+def translated(path: str) -> Iterator[None]:
+    """Driver errors inside become :class:`StorageUnavailable` where they mean that."""
+    try:
+        yield
+    except (sqlite3.Error, OSError) as error:
+        domain = unavailable(path, error)
+        if domain is None:
+            raise
+        raise domain from None
 
 
 class Database:
@@ -107,19 +136,31 @@ class Database:
                 self._local.depth = 0
 
     @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """The calling thread's connection (autocommit: each statement on its own)."""
+        with translated(self.path):
+            yield self.conn()
+
+    def write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Runs ``work`` in one write transaction (``atomic``)."""
+        with translated(self.path), self.atomic() as conn:
+            return work(conn)
+
+    @contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:
         """A read transaction: every statement inside sees the same committed state."""
-        conn = self.conn()
-        if self._local.depth:
-            yield conn
-            return
-        conn.execute("BEGIN")
-        self._local.depth = 1
-        try:
-            yield conn
-        finally:
-            self._local.depth = 0
-            conn.execute("COMMIT")
+        with translated(self.path):
+            conn = self.conn()
+            if self._local.depth:
+                yield conn
+                return
+            conn.execute("BEGIN")
+            self._local.depth = 1
+            try:
+                yield conn
+            finally:
+                self._local.depth = 0
+                conn.execute("COMMIT")
 
     def close(self) -> None:
         with self._all_lock:

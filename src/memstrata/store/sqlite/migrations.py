@@ -1,24 +1,18 @@
-"""Versioned schema migrations for the SQLite store.
-
-Each migration is a named function registered in order; the applied ones are
-recorded in ``schema_migrations`` so opening a file twice, or from two processes,
-applies each exactly once.
+"""The SQLite store's DDL: its migrations, run by the shared runner
+(:mod:`memstrata.store.sql.migrate`), each in its own ``BEGIN IMMEDIATE`` transaction.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-Migration = Callable[[sqlite3.Connection], None]
+from memstrata.store.sql import migrate
+from memstrata.store.sql.migrate import Migration, run_script
+
 MIGRATIONS: list[tuple[str, Migration]] = []
-
-
-def migration(fn: Migration) -> Migration:
-    if any(name == fn.__name__ for name, _ in MIGRATIONS):
-        raise ValueError(f"migration {fn.__name__} is registered twice")
-    MIGRATIONS.append((fn.__name__, fn))
-    return fn
+migration = migrate.registrar(MIGRATIONS)
 
 
 @migration
@@ -267,35 +261,17 @@ def m004_job_owner(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE jobs ADD COLUMN owner TEXT")
 
 
-def run_script(conn: sqlite3.Connection, script: str) -> None:
-    """Runs statements one by one: ``executescript`` would commit the open transaction."""
-    for statement in script.split(";\n"):
-        if statement.strip():
-            conn.execute(statement)
-
-
 def apply_migrations(conn: sqlite3.Connection, now: int) -> list[str]:
     """Applies what is missing, each in its own transaction. Returns the names applied."""
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS schema_migrations ("
-        " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)"
-    )
-    applied: list[str] = []
-    for version, (name, fn) in enumerate(MIGRATIONS, start=1):
+
+    @contextmanager
+    def step() -> Iterator[None]:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            done = conn.execute(
-                "SELECT 1 FROM schema_migrations WHERE version = ?", (version,)
-            ).fetchone()
-            if not done:
-                fn(conn)
-                conn.execute(
-                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-                    (version, name, now),
-                )
-                applied.append(name)
-            conn.execute("COMMIT")
+            yield
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-    return applied
+        conn.execute("COMMIT")
+
+    return migrate.apply(conn, MIGRATIONS, now, step)

@@ -1,9 +1,9 @@
-"""Converting between ``records`` rows and :class:`Record` — the one place that does."""
+"""Converting between ``records`` rows and :class:`Record` — the one place that does,
+for both dialects (their ``records`` tables have these columns, in any order)."""
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
@@ -93,13 +93,3 @@ def row_values(record: Record) -> dict[str, Any]:
         "superseded_by": record.superseded_by,
         "version": record.version,
     }
-
-
-def fetch_record(conn: sqlite3.Connection, namespace: str, record_id: str) -> tuple[int, Record]:
-    """(rowid, record) or raises KeyError when the id is unknown."""
-    row = conn.execute(
-        f"SELECT {COLUMNS} FROM records WHERE namespace = ? AND id = ?", (namespace, record_id)
-    ).fetchone()
-    if row is None:
-        raise KeyError(record_id)
-    return row[0], record_from_row(row)

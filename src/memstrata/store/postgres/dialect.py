@@ -1,0 +1,316 @@
+"""The PostgreSQL dialect: tsvector + GIN for the lexical lane, pgvector (HNSW,
+iterative scans) for the vector lane, a connection pool, row locks and key claims.
+
+Scores differ from SQLite's in scale only: the lexical lane ranks with
+``ts_rank_cd`` where SQLite uses BM25 (higher is better on both, ties by id).
+
+Every statement names its namespace, which is what lets the tables distribute by
+namespace on Citus (docs/postgres.md). The one exception is ``store_vectors``: the
+protocol hands it record rowids only, so on Citus it reaches every shard.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
+
+from memstrata.domain.records import Record
+from memstrata.domain.search import SearchRequest
+from memstrata.domain.time import Window, now_us
+from memstrata.store.postgres import lexical, vectors
+from memstrata.store.postgres.connection import Connection, Database, connect
+from memstrata.store.postgres.migrations import apply_migrations
+from memstrata.store.sql.dialect import Dialect
+from memstrata.store.sql.rows import prefixed, record_from_row
+from memstrata.store.sql.scope import scope_clause, scope_rowids
+
+log = logging.getLogger("memstrata.store.postgres")
+
+#: Scopes with at most this many embedded records are ranked exactly; larger ones
+#: use the HNSW index (measured: bench/backends.py).
+EXACT_LIMIT = 10_000
+
+_ROW_FIELDS = (
+    "namespace", "id", "content", "content_hash", "payload", "metadata", "tags", "kind", "key",
+    "trust", "source", "origin", "created_at", "updated_at", "valid_from", "valid_to",
+    "deleted_at", "supersedes", "superseded_by", "version",
+)  # fmt: skip
+# rowids are drawn from the identity's sequence up front (reserve_rowids), so an
+# insert needs no RETURNING and a whole batch is sent without waiting on each row
+_INSERT = (
+    f"INSERT INTO records (rowid, {', '.join(_ROW_FIELDS)}, tsv) OVERRIDING SYSTEM VALUE "
+    f"VALUES (%(rowid)s, {', '.join('%(' + name + ')s' for name in _ROW_FIELDS)},"
+    " %(tsv)s::tsvector)"
+)
+_UPDATE = (
+    f"UPDATE records SET {', '.join(f'{name} = %({name})s' for name in _ROW_FIELDS)}, "
+    "tsv = coalesce(%(tsv)s::tsvector, tsv) WHERE namespace = %(namespace)s AND rowid = %(rowid)s"
+)
+
+
+def _configure(conn: psycopg.Connection[Any]) -> None:
+    register_vector(conn)
+
+
+def _md5(value: str) -> str:
+    return hashlib.md5(value.encode("utf-8"), usedforsecurity=False).hexdigest()
+
+
+class FreshStatistics:
+    """ANALYZEs the tables after this process's first writes, at 500, 1,000, 2,000, …
+    rows. Autovacuum gathers statistics too, but only every minute or so: a store
+    loaded and searched within that minute would be planned as if its tables held
+    one row each — nested loops that cost seconds at a few thousand rows."""
+
+    TABLES = "records, record_tags, record_meta, vectors"
+    FIRST = 500
+    LAST = 2_000_000  # past this, autovacuum's own thresholds are what matter
+
+    def __init__(self) -> None:
+        self._written = 0
+        self._due = self.FIRST
+        self._lock = threading.Lock()
+
+    def wrote(self, db: Database, rows: int) -> None:
+        with self._lock:
+            self._written += rows
+            if self._written < self._due or self._due > self.LAST:
+                return
+            self._due *= 2
+        try:
+            with db.connection() as conn:
+                conn.execute(f"ANALYZE {self.TABLES}")
+        except psycopg.Error as error:  # statistics help; their absence is not an error
+            log.warning("ANALYZE after the first writes failed: %s", error)
+
+
+class PostgresDialect(Dialect):
+    """What the PostgreSQL store does its own way (pgvector 0.8 or later).
+
+    ``url`` is a libpq URL; its ``options=-csearch_path=…`` selects a schema."""
+
+    name = "postgres"
+    true = "TRUE"
+    membership = "exists"
+    lock_for_update = " FOR UPDATE"
+    lock_for_share = " FOR SHARE"
+
+    def __init__(self, url: str, *, pool_size: int = 10, exact_limit: int = EXACT_LIMIT) -> None:
+        self.url = url
+        self.exact_limit = exact_limit
+        with connect(url) as conn:
+            apply_migrations(Connection(conn), now_us())
+        self.db: Database = Database(url, max_size=pool_size, configure=_configure)
+        self._indexes = vectors.VectorIndexes()
+        self._statistics = FreshStatistics()
+
+    # -- wording ------------------------------------------------------------------
+
+    def text_equals(self, column: str, value: str) -> tuple[str, list[Any]]:
+        # md5 first, so an index holds text of any length; then the exact text
+        return f"md5({column}) = md5(?) AND {column} = ?", [value, value]
+
+    def text_in(self, column: str, values: Sequence[str]) -> tuple[str, list[Any]]:
+        return (
+            f"md5({column}) = ANY (?::text[]) AND {column} = ANY (?::text[])",
+            [[_md5(v) for v in values], list(values)],
+        )
+
+    def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        return f"{column} = ANY (?)", [list(values)]
+
+    def records_join(self, alias: str, driver: str) -> str:
+        return (
+            f"JOIN records {alias} ON {alias}.namespace = {driver}.namespace"
+            f" AND {alias}.rowid = {driver}.record"
+        )
+
+    def has_vector(self, vectors: str, records: str) -> str:
+        return (
+            f"{vectors}.namespace = {records}.namespace AND {vectors}.record = {records}.rowid"
+            f" AND {vectors}.embedder_id = ?"
+        )
+
+    # -- writes ---------------------------------------------------------------------
+
+    def reserve_rowids(self, tx: Connection, count: int) -> list[int]:
+        rows = tx.execute(
+            "SELECT nextval(pg_get_serial_sequence('records', 'rowid'))"
+            " FROM generate_series(1, %s)",
+            (count,),
+        ).fetchall()
+        return [row[0] for row in rows]
+
+    def documents(self, contents: Sequence[str]) -> list[Any]:
+        return list(lexical.documents(contents))
+
+    def insert_record(
+        self, tx: Connection, rowid: int | None, values: dict[str, Any], document: Any
+    ) -> int:
+        if rowid is None:
+            rowid = self.reserve_rowids(tx, 1)[0]
+        tx.execute(_INSERT, {**values, "rowid": rowid, "tsv": document})
+        return rowid
+
+    def update_record(
+        self, tx: Connection, rowid: int, values: dict[str, Any], document: Any | None
+    ) -> None:
+        tx.execute(_UPDATE, {**values, "rowid": rowid, "tsv": document})
+
+    def store_vector(
+        self, tx: Connection, namespace: str, rowid: int, embedder_id: str, unit: np.ndarray
+    ) -> None:
+        tx.execute(
+            "INSERT INTO vectors (namespace, record, embedder_id, dimensions, embedding)"
+            " VALUES (%s, %s, %s, %s, %b)"
+            " ON CONFLICT (namespace, record, embedder_id) DO UPDATE SET"
+            " dimensions = excluded.dimensions, embedding = excluded.embedding",
+            (namespace, rowid, embedder_id, int(unit.shape[0]), unit),
+        )
+
+    def withdraw_vectors(
+        self, tx: Connection, namespace: str, *, rowid: int | None = None,
+        embedder_id: str | None = None,
+    ) -> int:  # fmt: skip
+        column, value = ("record", rowid) if rowid is not None else ("embedder_id", embedder_id)
+        return int(
+            tx.execute(
+                f"DELETE FROM vectors WHERE namespace = %s AND {column} = %s", (namespace, value)
+            ).rowcount
+        )
+
+    def claim_key(self, tx: Connection, namespace: str, key: str) -> None:
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{namespace}\x1f{key}",)
+        )
+
+    def wrote(self, rows: int) -> None:
+        self._statistics.wrote(self.db, rows)
+
+    # -- lanes ----------------------------------------------------------------------
+
+    def lexical(
+        self, namespace: str, request: SearchRequest, window: Window | None, limit: int
+    ) -> list[tuple[Record, float]]:
+        """ts_rank_cd over the content's tokens within the scope."""
+        match = lexical.query_literal(request.query or "")
+        if match is None:
+            return []
+        where, params = scope_clause(self, "r", namespace, request, window)
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                f"SELECT {prefixed('r')}, ts_rank_cd(r.tsv, %s::tsquery) AS rank FROM records r"
+                f" WHERE r.tsv @@ %s::tsquery AND {where} ORDER BY rank DESC, r.id LIMIT %s",
+                [match, match, *params, limit],
+            ).fetchall()
+        return [
+            (record_from_row(row, with_payload=request.include_payload), float(row[-1]))
+            for row in rows
+        ]
+
+    def semantic(
+        self,
+        namespace: str,
+        request: SearchRequest,
+        window: Window | None,
+        embedder_id: str,
+        query: np.ndarray,
+        limit: int,
+    ) -> tuple[list[tuple[Record, float]], int]:
+        """Exact for scopes up to ``exact_limit``, the HNSW index beyond (vectors.py)."""
+        query = np.asarray(query, dtype=np.float32)
+        dimensions = int(query.shape[0])
+        scope, scope_params = scope_rowids(self, namespace, request, window)
+        build = False
+        rows: list[tuple[Any, ...]] = []
+        with self.db.snapshot() as conn:
+            total, embedded, chosen = vectors.exact(
+                conn, namespace, scope, scope_params, embedder_id, query, limit,
+                scope_limit=self.exact_limit,
+            )  # fmt: skip
+            if total > self.exact_limit:
+                # a large scope: the index answers if enough of it is embedded
+                counted = conn.execute(
+                    f"SELECT count(*), count(v.record) FROM ({scope}) s LEFT JOIN vectors v"
+                    " ON v.namespace = %s AND v.record = s.record AND v.embedder_id = %s"
+                    " AND v.dimensions = %s",
+                    [*scope_params, namespace, embedder_id, dimensions],
+                ).fetchone()
+                total, embedded = (int(counted[0]), int(counted[1])) if counted else (0, 0)
+                if embedded == 0:
+                    return [], total
+                indexed = embedded > self.exact_limit and vectors.index_type(dimensions) is not None
+                if indexed and not self._indexes.ready(conn, dimensions):
+                    build = True  # outside this transaction: a concurrent build waits for it
+                elif indexed:
+                    found = self._approximate(conn, namespace, request, window, embedder_id,
+                                              query, limit)  # fmt: skip
+                    if found is not None and len(found) >= min(limit, embedded):
+                        return self._hits(found[:limit], request), total - embedded
+                if not build:  # no index, or it ran out before the scope did: rank exactly
+                    total, embedded, chosen = vectors.exact(
+                        conn, namespace, scope, scope_params, embedder_id, query, limit
+                    )
+            if not build:
+                rows = conn.execute(
+                    f"SELECT {prefixed('r')} FROM records r WHERE r.namespace = %s"
+                    " AND r.rowid = ANY (%s)",
+                    [namespace, list(chosen)],
+                ).fetchall()
+        if build:
+            self._indexes.ensure(self.db, dimensions)
+            return self.semantic(namespace, request, window, embedder_id, query, limit)
+        hits = [
+            (record_from_row(row, with_payload=request.include_payload), chosen[row[0]])
+            for row in rows
+        ]
+        hits.sort(key=lambda hit: (-hit[1], hit[0].id))
+        return hits[:limit], total - embedded
+
+    def _approximate(
+        self,
+        conn: Connection,
+        namespace: str,
+        request: SearchRequest,
+        window: Window | None,
+        embedder_id: str,
+        query: np.ndarray,
+        limit: int,
+    ) -> list[tuple[Any, ...]] | None:
+        """The HNSW lane's rows (record columns, then similarity), best first."""
+        where, params = scope_clause(self, "r", namespace, request, window)
+        # the relaxed scan's first rows are not always the nearest: read twice as
+        # many, keep the best (recall 0.87 -> 0.91 at 100k, bench/backends.py)
+        return vectors.approximate(
+            conn, namespace, prefixed("r"), where, params, embedder_id, query, 2 * limit,
+            ef_search=min(1000, max(100, 2 * limit)),
+        )  # fmt: skip
+
+    @staticmethod
+    def _hits(rows: list[tuple[Any, ...]], request: SearchRequest) -> list[tuple[Record, float]]:
+        return [
+            (record_from_row(row, with_payload=request.include_payload), float(row[-1]))
+            for row in rows
+        ]
+
+    def build_vector_index(self, dimensions: int) -> None:
+        self._indexes.ensure(self.db, dimensions)
+
+    def vectors_for(
+        self, namespace: str, ids: Sequence[str], embedder_id: str
+    ) -> dict[str, list[float]]:
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                "SELECT r.id, v.embedding FROM records r JOIN vectors v"
+                " ON v.namespace = r.namespace AND v.record = r.rowid"
+                " WHERE r.namespace = %s AND v.embedder_id = %s AND r.id = ANY (%s)",
+                (namespace, embedder_id, list(ids)),
+            ).fetchall()
+        return {row[0]: row[1].to_numpy().astype(np.float32).tolist() for row in rows}

@@ -1,0 +1,1 @@
+"""The one SQL store both backends share; each backend adds a small dialect."""

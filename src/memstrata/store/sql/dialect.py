@@ -1,0 +1,182 @@
+"""What a backend tells the shared SQL store: only what truly differs between them.
+
+The store (:mod:`memstrata.store.sql.store`) and its writes, scope rendering,
+migration runner and row mapping are written once, with ``?`` placeholders. A
+dialect supplies the connection (``db``), the wording two engines spell apart
+(row locks, text equality, membership tests, the join that fixes a plan), the
+lexical lane, the vector lane, the rows a record's full text lives in, DDL, and
+the translation of its driver's errors into :class:`StorageUnavailable`.
+
+A transaction (``Tx``) is whatever ``db`` hands out: an object with
+``execute(sql, params)`` (returning a cursor: ``fetchone``, ``fetchall``,
+iteration, ``rowcount``) and ``executemany(sql, rows)`` that accepts ``?``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Literal, Protocol, TypeVar
+
+import numpy as np
+
+from memstrata.domain.records import Record
+from memstrata.domain.search import SearchRequest
+from memstrata.domain.time import Window
+
+T = TypeVar("T")
+#: A connection inside a transaction, as the dialect's ``db`` hands it out.
+Tx = Any
+
+
+class Database(Protocol):
+    """A dialect's connections: reads, consistent snapshots, and retried writes."""
+
+    def read(self) -> AbstractContextManager[Tx]:
+        """A connection for reads whose statements need not agree with each other."""
+        ...
+
+    def snapshot(self) -> AbstractContextManager[Tx]:
+        """A read transaction: every statement inside sees one committed state."""
+        ...
+
+    def write(self, work: Callable[[Tx], T]) -> T:
+        """Runs ``work`` in one write transaction (again, from the start, when the
+        engine reports that it lost a race) and returns what it returned."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Dialect(ABC):
+    """One backend's differences from the shared SQL store."""
+
+    #: ``Store.backend``: "sqlite" or "postgres".
+    name: str
+    db: Database
+    #: Appended to a SELECT whose rows a write goes on to change, and to one whose
+    #: rows must not change under it.
+    lock_for_update: str = ""
+    lock_for_share: str = ""
+    #: The constant true condition.
+    true: str = "1"
+    #: How a tag or metadata member is tested against a record: ``rowid IN (…)``
+    #: or a correlated ``EXISTS (…)``.
+    membership: Literal["in", "exists"] = "in"
+
+    # -- wording ------------------------------------------------------------------
+
+    def unindexed(self, column: str) -> str:
+        """``column`` written so the planner will not drive a scan by its index
+        (where the engine has such a spelling; otherwise ``column``)."""
+        return column
+
+    def text_equals(self, column: str, value: str) -> tuple[str, list[Any]]:
+        """``column`` equals the text ``value``, as an index on the column can answer."""
+        return f"{column} = ?", [value]
+
+    def text_in(self, column: str, values: Sequence[str]) -> tuple[str, list[Any]]:
+        """``column`` is one of ``values``."""
+        return self.in_list(column, values)
+
+    def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        """``column`` is one of ``values`` (any number of them)."""
+        return f"{column} IN ({', '.join('?' for _ in values)})", list(values)
+
+    @abstractmethod
+    def records_join(self, alias: str, driver: str) -> str:
+        """The join from scope rows aliased ``driver`` to their records as ``alias``."""
+
+    @abstractmethod
+    def has_vector(self, vectors: str, records: str) -> str:
+        """The condition that vector row ``vectors`` is a live vector of ``records``
+        for the embedder bound to the next ``?``."""
+
+    # -- writes ---------------------------------------------------------------------
+
+    def reserve_rowids(self, tx: Tx, count: int) -> list[int]:
+        """Rowids for ``count`` records about to be inserted, drawn ahead (or none,
+        when the insert itself assigns one)."""
+        return []
+
+    def documents(self, contents: Sequence[str]) -> list[Any]:
+        """Each content's full-text document, as :meth:`insert_record` takes it."""
+        return list(contents)
+
+    @abstractmethod
+    def insert_record(
+        self, tx: Tx, rowid: int | None, values: dict[str, Any], document: Any
+    ) -> int:
+        """Inserts a records row (``values``: :func:`~memstrata.store.sql.rows.row_values`)
+        with its full-text document; returns its rowid."""
+
+    @abstractmethod
+    def update_record(
+        self, tx: Tx, rowid: int, values: dict[str, Any], document: Any | None
+    ) -> None:
+        """Rewrites a records row; ``document`` is given only when the content changed."""
+
+    def forget_record(self, tx: Tx, rowid: int) -> None:  # noqa: B027 - a hook, not abstract
+        """Removes what of the record lives outside its row and its cascades, before
+        the row is deleted."""
+
+    @abstractmethod
+    def store_vector(
+        self, tx: Tx, namespace: str, rowid: int, embedder_id: str, unit: np.ndarray
+    ) -> None:
+        """Stores (or replaces) the record's unit-length vector for ``embedder_id``."""
+
+    @abstractmethod
+    def withdraw_vectors(
+        self, tx: Tx, namespace: str, *, rowid: int | None = None, embedder_id: str | None = None
+    ) -> int:
+        """Takes away a record's vectors (``rowid``) or a namespace's vectors of one
+        embedder; returns how many."""
+
+    def claim_key(self, tx: Tx, namespace: str, key: str) -> None:  # noqa: B027 - a hook
+        """Serialises this transaction with any other that claims ``key`` (nothing to
+        do where a write transaction already excludes every other writer)."""
+
+    def wrote(self, rows: int) -> None:  # noqa: B027 - a hook
+        """Called after a write of ``rows`` rows has committed."""
+
+    # -- lanes ----------------------------------------------------------------------
+
+    @abstractmethod
+    def lexical(
+        self, namespace: str, request: SearchRequest, window: Window | None, limit: int
+    ) -> list[tuple[Record, float]]:
+        """The full-text lane: the best ``limit`` in-scope records by the engine's text
+        rank (higher is better), ties by id."""
+
+    @abstractmethod
+    def semantic(
+        self,
+        namespace: str,
+        request: SearchRequest,
+        window: Window | None,
+        embedder_id: str,
+        query: np.ndarray,
+        limit: int,
+    ) -> tuple[list[tuple[Record, float]], int]:
+        """The vector lane: the best ``limit`` in-scope records by cosine (ties by id)
+        and how many in-scope records have no vector yet."""
+
+    @abstractmethod
+    def vectors_for(
+        self, namespace: str, ids: Sequence[str], embedder_id: str
+    ) -> dict[str, list[float]]:
+        """The stored vectors of the named records, by id (records without one left out)."""
+
+    def build_vector_index(self, dimensions: int) -> None:  # noqa: B027 - a hook
+        """Builds the vector index of one dimension now, where the lane has one."""
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def chunks(values: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    """``values`` in runs of at most ``size``."""
+    for start in range(0, len(values), size):
+        yield values[start : start + size]

@@ -1,0 +1,398 @@
+"""The SQL store: the Store protocol once, for SQLite and PostgreSQL alike.
+
+Everything here is the same on both engines — the writes and their rules, reads,
+history, expiry, jobs, tokens, the ledger — and is written with ``?`` placeholders.
+What differs (connections and locking, the lexical and vector lanes, DDL, error
+translation) is the dialect's (:mod:`memstrata.store.sql.dialect`). Both give the
+same records, versions, ledger entries, errors, orderings and ties, so one
+conformance suite runs on both; scores differ in scale only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from memstrata.domain.auth import Capability, Token
+from memstrata.domain.errors import NotFound
+from memstrata.domain.ledger import LedgerEntry
+from memstrata.domain.records import Record
+from memstrata.domain.search import ExpireRequest, SearchRequest
+from memstrata.domain.time import Window
+from memstrata.store.sql import expiry
+from memstrata.store.sql.dialect import Database, Dialect, Tx
+from memstrata.store.sql.rows import record_from_snapshot
+from memstrata.store.sql.scope import metadata_clause
+from memstrata.store.sql.writes import Writes, fetch, missing
+
+HISTORY_LIMIT = 1000
+
+JOB_FIELDS = (
+    "id", "type", "namespace", "state", "done", "error", "created_at", "updated_at", "owner",
+)  # fmt: skip
+_TOKEN_FIELDS = "id, name, digest, capabilities, namespaces, disabled, created_at"
+
+
+def jobs_query(
+    namespace: str | None = None,
+    *,
+    state: str | None = None,
+    job_id: int | None = None,
+    last: int | None = None,
+) -> tuple[str, list[Any]]:
+    """The SELECT of job rows (JOB_FIELDS, oldest first) that match every filter given,
+    only the ``last`` ones if asked."""
+    where = []
+    params: list[Any] = []
+    for column, value in (("namespace", namespace), ("state", state), ("id", job_id)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
+    sql = f"SELECT {', '.join(JOB_FIELDS)} FROM jobs"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    if last is not None:
+        sql = f"SELECT * FROM ({sql} ORDER BY id DESC LIMIT ?) latest"
+        params.append(last)
+    return sql + " ORDER BY id", params
+
+
+def _token(row: Sequence[Any]) -> Token:
+    return Token(
+        id=row[0],
+        name=row[1],
+        digest=row[2],
+        capabilities=frozenset(Capability(c) for c in json.loads(row[3])),
+        namespaces=frozenset(json.loads(row[4])),
+        disabled=bool(row[5]),
+        created_at=row[6],
+    )
+
+
+class SqlStore:
+    """Implements the Store protocol on one SQL database, through its ``dialect``."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+        self.backend = dialect.name
+
+    @property
+    def db(self) -> Database:
+        """The dialect's connections (tests and diagnostics reach the engine here)."""
+        return self.dialect.db
+
+    def close(self) -> None:
+        self.dialect.close()
+
+    def _write(self, namespace: str, now: int, actor: str, work: Any) -> Any:
+        """Runs ``work(writes)`` in one write transaction of ``namespace``."""
+        return self.db.write(
+            lambda tx: work(Writes(self.dialect, tx, namespace, now=now, actor=actor))
+        )
+
+    # -- writes ---------------------------------------------------------------
+
+    def upsert(
+        self,
+        namespace: str,
+        records: Sequence[Record],
+        *,
+        now: int,
+        actor: str,
+        embedder_id: str | None = None,
+    ) -> list[tuple[str, int]]:
+        written: list[tuple[str, int]] = self._write(
+            namespace, now, actor, lambda w: w.upsert(records, embedder_id)
+        )
+        self.dialect.wrote(len(records))
+        return written
+
+    def invalidate(self, namespace: str, record_id: str, at: int, *, now: int, actor: str) -> int:
+        return int(self._write(namespace, now, actor, lambda w: w.invalidate(record_id, at)))
+
+    def delete(self, namespace: str, record_id: str, *, hard: bool, now: int, actor: str) -> None:
+        self._write(
+            namespace, now, actor,
+            lambda w: w.hard_delete(record_id) if hard else w.soft_delete(record_id),
+        )  # fmt: skip
+
+    def verify(self, namespace: str, record_id: str, reviewer: str, *, now: int, actor: str) -> int:
+        return int(self._write(namespace, now, actor, lambda w: w.verify(record_id, reviewer)))
+
+    def expire(self, namespace: str, request: ExpireRequest, *, now: int, actor: str) -> int:
+        """Applies the action to at most ``max_rows`` matching records, oldest first."""
+        d = self.dialect
+        clauses, params = metadata_clause(
+            d, "r", namespace, request.filter, request.predicates, request.tags
+        )
+        action_terms, action_params = expiry.candidates(request, now)
+        where = ["r.namespace = ?", *clauses, *action_terms]
+        params = [namespace, *params, *action_params, request.max_rows]
+        sql = (
+            f"SELECT r.id FROM records r WHERE {' AND '.join(where)}"
+            f" ORDER BY r.rowid LIMIT ?{d.lock_for_update}"
+        )
+
+        def work(writes: Writes) -> int:
+            ids = [row[0] for row in writes.tx.execute(sql, params).fetchall()]
+            return expiry.apply(writes, ids, request.action)
+
+        return int(self._write(namespace, now, actor, work))
+
+    def set_embedding(
+        self,
+        namespace: str,
+        record_id: str,
+        embedder_id: str,
+        vector: np.ndarray,
+        *,
+        now: int,
+        actor: str,
+    ) -> None:
+        self._write(
+            namespace, now, actor, lambda w: w.set_embedding(record_id, embedder_id, vector)
+        )
+
+    # -- reads ----------------------------------------------------------------
+
+    def get(self, namespace: str, record_id: str, version: int | None = None) -> Record:
+        with self.db.read() as tx:
+            if version is None:
+                found = fetch(self.dialect, tx, namespace, record_id)
+                if found is None:
+                    raise missing(record_id, namespace)
+                return found[1]
+            row = tx.execute(
+                "SELECT body, payload FROM record_versions WHERE namespace = ? AND id = ?"
+                " AND version = ?",
+                (namespace, record_id, version),
+            ).fetchone()
+        if row is None:
+            raise NotFound(
+                f"record {record_id!r} has no version {version} in namespace {namespace!r}"
+            )
+        return record_from_snapshot(row[0], row[1])
+
+    def versions(self, namespace: str, record_id: str) -> list[int]:
+        with self.db.read() as tx:
+            rows = tx.execute(
+                "SELECT version FROM record_versions WHERE namespace = ? AND id = ?"
+                " ORDER BY version",
+                (namespace, record_id),
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def history(self, namespace: str, record_id: str) -> list[Record]:
+        """Every record of the chain through ``record_id``, oldest first. The walk
+        remembers where it has been and stops at missing links."""
+        with self.db.snapshot() as tx:
+            found = fetch(self.dialect, tx, namespace, record_id)
+            if found is None:
+                raise missing(record_id, namespace)
+            chain: dict[str, Record] = {record_id: found[1]}
+            frontier = [found[1]]
+            while frontier and len(chain) < HISTORY_LIMIT:
+                record = frontier.pop()
+                links = list(record.supersedes)
+                if record.superseded_by:
+                    links.append(record.superseded_by)
+                for link in links:
+                    if link in chain:
+                        continue
+                    linked = fetch(self.dialect, tx, namespace, link)
+                    if linked is not None:
+                        chain[link] = linked[1]
+                        frontier.append(linked[1])
+        return sorted(chain.values(), key=lambda r: (r.valid_from, r.created_at, r.version, r.id))
+
+    def lexical(
+        self, namespace: str, request: SearchRequest, window: Window | None, limit: int
+    ) -> list[tuple[Record, float]]:
+        """The dialect's full-text lane within the scope; higher scores are better,
+        ties by id."""
+        return self.dialect.lexical(namespace, request, window, limit)
+
+    def semantic(
+        self,
+        namespace: str,
+        request: SearchRequest,
+        window: Window | None,
+        embedder_id: str,
+        query: np.ndarray,
+        limit: int,
+    ) -> tuple[list[tuple[Record, float]], int]:
+        """Cosine over the in-scope records that have a vector for ``embedder_id``.
+
+        Returns the best ``limit`` hits (ties by id) and how many in-scope records had
+        no vector yet (``unembedded``)."""
+        return self.dialect.semantic(namespace, request, window, embedder_id, query, limit)
+
+    def build_vector_index(self, dimensions: int) -> None:
+        """Builds the vector index of one dimension now, where the dialect keeps one (a
+        search builds it when it first needs it; after a bulk load an operator may
+        build it ahead)."""
+        self.dialect.build_vector_index(dimensions)
+
+    # -- derived vectors ----------------------------------------------------------
+
+    def vectors_for(
+        self, namespace: str, ids: Sequence[str], embedder_id: str
+    ) -> dict[str, list[float]]:
+        if not ids:
+            return {}
+        return self.dialect.vectors_for(namespace, ids, embedder_id)
+
+    def backlog(self, namespace: str, embedder_id: str, limit: int) -> list[tuple[int, str, str]]:
+        """Up to ``limit`` records with no vector for ``embedder_id``: (rowid, hash, content)."""
+        has_vector = self.dialect.has_vector("v", "r")
+        with self.db.read() as tx:
+            rows = tx.execute(
+                "SELECT r.rowid, r.content_hash, r.content FROM records r WHERE r.namespace = ?"
+                f" AND NOT EXISTS (SELECT 1 FROM vectors v WHERE {has_vector})"
+                " ORDER BY r.rowid LIMIT ?",
+                (namespace, embedder_id, limit),
+            ).fetchall()
+        return [(row[0], row[1], row[2]) for row in rows]
+
+    def backlog_count(self, namespace: str, embedder_id: str) -> int:
+        with self.db.read() as tx:
+            row = tx.execute(
+                "SELECT count(*) FROM records r WHERE r.namespace = ? AND NOT EXISTS"
+                f" (SELECT 1 FROM vectors v WHERE {self.dialect.has_vector('v', 'r')})",
+                (namespace, embedder_id),
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def store_vectors(self, embedder_id: str, items: Sequence[tuple[int, str, np.ndarray]]) -> int:
+        """Stores derived vectors for (rowid, content_hash) pairs whose content is still
+        that hash — a record rewritten meanwhile is left for the next pass. Touches no
+        record. Returns how many were stored."""
+        if not items:
+            return 0
+        d = self.dialect
+        test, params = d.in_list("rowid", [rowid for rowid, _, _ in items])
+
+        def work(tx: Tx) -> int:
+            current = {
+                row[0]: (row[1], row[2])
+                for row in tx.execute(
+                    f"SELECT rowid, namespace, content_hash FROM records WHERE {test}"
+                    + d.lock_for_share,
+                    params,
+                ).fetchall()
+            }
+            stored = 0
+            for rowid, content_hash, vector in items:
+                found = current.get(rowid)
+                if found is not None and found[1] == content_hash:
+                    Writes(d, tx, found[0], now=0, actor="").store_vector(
+                        rowid, embedder_id, vector
+                    )
+                    stored += 1
+            return stored
+
+        stored = self.db.write(work)
+        d.wrote(stored)
+        return stored
+
+    def clear_vectors(self, namespace: str, embedder_id: str) -> int:
+        """Drops a namespace's vectors for ``embedder_id`` (reindex makes them a backlog)."""
+        return self.db.write(
+            lambda tx: self.dialect.withdraw_vectors(tx, namespace, embedder_id=embedder_id)
+        )
+
+    # -- jobs ---------------------------------------------------------------------
+
+    def job_start(self, job_type: str, namespace: str, now: int, owner: str) -> int:
+        def work(tx: Tx) -> int:
+            row = tx.execute(
+                "INSERT INTO jobs (type, namespace, state, created_at, updated_at, owner)"
+                " VALUES (?, ?, 'running', ?, ?, ?) RETURNING id",
+                (job_type, namespace, now, now, owner),
+            ).fetchall()
+            return int(row[0][0])
+
+        return self.db.write(work)
+
+    def job_update(
+        self, job_id: int, *, state: str, done: int, error: str | None, now: int
+    ) -> None:
+        self.db.write(
+            lambda tx: tx.execute(
+                "UPDATE jobs SET state = ?, done = ?, error = ?, updated_at = ? WHERE id = ?",
+                (state, done, error, now, job_id),
+            )
+        )
+
+    def jobs(
+        self,
+        namespace: str | None = None,
+        *,
+        state: str | None = None,
+        job_id: int | None = None,
+        last: int | None = None,
+    ) -> list[dict[str, Any]]:
+        sql, params = jobs_query(namespace, state=state, job_id=job_id, last=last)
+        with self.db.read() as tx:
+            rows = tx.execute(sql, params).fetchall()
+        return [dict(zip(JOB_FIELDS, row, strict=True)) for row in rows]
+
+    # -- tokens -------------------------------------------------------------------
+
+    def token_create(self, token: Token) -> None:
+        self.db.write(
+            lambda tx: tx.execute(
+                f"INSERT INTO tokens ({_TOKEN_FIELDS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    token.id,
+                    token.name,
+                    token.digest,
+                    json.dumps(sorted(c.value for c in token.capabilities)),
+                    json.dumps(sorted(token.namespaces)),
+                    token.disabled,
+                    token.created_at,
+                ),
+            )
+        )
+
+    def tokens(self) -> list[Token]:
+        with self.db.read() as tx:
+            rows = tx.execute(
+                f"SELECT {_TOKEN_FIELDS} FROM tokens ORDER BY created_at, id"
+            ).fetchall()
+        return [_token(row) for row in rows]
+
+    def token_by_digest(self, token_digest: str) -> Token | None:
+        with self.db.read() as tx:
+            row = tx.execute(
+                f"SELECT {_TOKEN_FIELDS} FROM tokens WHERE digest = ?", (token_digest,)
+            ).fetchone()
+        return _token(row) if row else None
+
+    def token_disable(self, token_id: str) -> bool:
+        return self.db.write(
+            lambda tx: (
+                tx.execute("UPDATE tokens SET disabled = ? WHERE id = ?", (True, token_id)).rowcount
+                > 0
+            )
+        )
+
+    # -- inspection -------------------------------------------------------------
+
+    def ledger(self, namespace: str | None = None) -> list[LedgerEntry]:
+        sql = "SELECT seq, at, op, namespace, record_id, version, actor, detail FROM ledger"
+        params: list[Any] = []
+        if namespace is not None:
+            sql += " WHERE namespace = ?"
+            params.append(namespace)
+        with self.db.read() as tx:
+            rows = tx.execute(sql + " ORDER BY seq", params).fetchall()
+        return [LedgerEntry(*row) for row in rows]
+
+    def namespaces(self) -> list[str]:
+        with self.db.read() as tx:
+            rows = tx.execute("SELECT name FROM namespaces ORDER BY name").fetchall()
+        return [row[0] for row in rows]

@@ -1,0 +1,297 @@
+"""Every write, for both dialects: one transaction's reads and changes of a namespace.
+
+The rules (what a revision is, when a key is held, how supersession closes the old
+record) are :mod:`memstrata.domain.rules`; this module applies them to rows. Every
+change of a record goes through :meth:`Writes.save`, so its scope rows, full-text
+document and version snapshot never disagree with its row, and every mutation
+appends to the ledger.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from memstrata.domain import rules
+from memstrata.domain.errors import NotFound
+from memstrata.domain.records import Record
+from memstrata.domain.search import parse_number
+from memstrata.domain.time import from_us
+from memstrata.store.sql.dialect import Dialect, Tx, chunks
+from memstrata.store.sql.rows import COLUMNS, record_from_row, row_values, snapshot_body
+
+#: Ids looked up together in one statement (SQLite caps bound parameters).
+PREFETCH_CHUNK = 500
+
+
+def fetch(
+    d: Dialect, tx: Tx, namespace: str, record_id: str, *, lock: bool = False
+) -> tuple[int, Record] | None:
+    """(rowid, record), locked for the rest of the transaction when ``lock`` is set."""
+    row = tx.execute(
+        f"SELECT {COLUMNS} FROM records WHERE namespace = ? AND id = ?"
+        + (d.lock_for_update if lock else ""),
+        (namespace, record_id),
+    ).fetchone()
+    return (row[0], record_from_row(row)) if row else None
+
+
+def missing(record_id: str, namespace: str) -> NotFound:
+    return NotFound(f"record {record_id!r} does not exist in namespace {namespace!r}")
+
+
+def unit(vector: np.ndarray) -> np.ndarray:
+    """A unit-length float32 copy: cosine similarity is then a dot product."""
+    data = np.asarray(vector, dtype=np.float32)
+    norm = float(np.linalg.norm(data))
+    return data / norm if norm > 0 else data
+
+
+class Writes:
+    """What one write transaction has read and written of a namespace's records.
+
+    Records are read once, locked where the dialect locks rows (those a batch names
+    are read and locked together, in id order), and remembered as the transaction
+    changes them, so later records of a batch see earlier ones exactly as the
+    database would."""
+
+    def __init__(self, d: Dialect, tx: Tx, namespace: str, *, now: int, actor: str) -> None:
+        self.d = d
+        self.tx = tx
+        self.namespace = namespace
+        self.now = now
+        self.actor = actor
+        self.known: dict[str, tuple[int, Record] | None] = {}
+        self._rowids: list[int] = []
+
+    # -- reading ----------------------------------------------------------------------
+
+    def prefetch(self, ids: Sequence[str]) -> None:
+        wanted = sorted({i for i in ids if i not in self.known})
+        self.known.update(dict.fromkeys(wanted))
+        for chunk in chunks(wanted, PREFETCH_CHUNK):
+            test, params = self.d.in_list("id", chunk)
+            rows = self.tx.execute(
+                f"SELECT {COLUMNS} FROM records WHERE namespace = ? AND {test}"
+                f" ORDER BY id{self.d.lock_for_update}",
+                [self.namespace, *params],
+            ).fetchall()
+            for row in rows:
+                self.known[row[2]] = (row[0], record_from_row(row))
+
+    def lookup(self, record_id: str) -> tuple[int, Record] | None:
+        if record_id not in self.known:
+            self.known[record_id] = fetch(self.d, self.tx, self.namespace, record_id, lock=True)
+        return self.known[record_id]
+
+    def require(self, record_id: str) -> tuple[int, Record]:
+        found = self.lookup(record_id)
+        if found is None:
+            raise missing(record_id, self.namespace)
+        return found
+
+    # -- rows ---------------------------------------------------------------------------
+
+    def ledger(
+        self, op: str, record_id: str, version: int | None, detail: dict[str, Any] | None = None
+    ) -> None:
+        self.tx.execute(
+            "INSERT INTO ledger (at, op, namespace, record_id, version, actor, detail)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (self.now, op, self.namespace, record_id, version, self.actor,
+             json.dumps(detail) if detail else None),
+        )  # fmt: skip
+
+    def ensure_namespace(self) -> None:
+        self.tx.execute(
+            "INSERT INTO namespaces (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
+            (self.namespace, self.now),
+        )
+
+    def save(self, rowid: int | None, record: Record, *, document: Any | None = None) -> int:
+        """Writes the record's current row, its scope rows, its full-text document
+        and its version snapshot. ``document`` is the content's full-text document
+        (:meth:`Dialect.documents`): required for a new record, given for an existing
+        one only when its content changed. Returns the rowid."""
+        tx, d = self.tx, self.d
+        values = row_values(record)
+        if rowid is None:
+            if document is None:
+                document = d.documents([record.content])[0]
+            reserved = self._rowids.pop(0) if self._rowids else None
+            rowid = d.insert_record(tx, reserved, values, document)
+        else:
+            d.update_record(tx, rowid, values, document)
+            for table in ("record_tags", "record_meta"):
+                tx.execute(
+                    f"DELETE FROM {table} WHERE {d.unindexed('namespace')} = ? AND record = ?",
+                    (record.namespace, rowid),
+                )
+        # Scope rows repeat the record's namespace and validity; every change to a
+        # record comes through here, so they never disagree with its row.
+        validity = (values["valid_from"], values["valid_to"], values["deleted_at"])
+        if record.tags:
+            tx.executemany(
+                "INSERT INTO record_tags (namespace, tag, record, valid_from, valid_to,"
+                " deleted_at) VALUES (?, ?, ?, ?, ?, ?)",
+                [(record.namespace, tag, rowid, *validity) for tag in record.tags],
+            )
+        if record.metadata:
+            tx.executemany(
+                "INSERT INTO record_meta (namespace, key, value, record, num, valid_from,"
+                " valid_to, deleted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(record.namespace, key, value, rowid, parse_number(value), *validity)
+                 for key, value in record.metadata.items()],
+            )  # fmt: skip
+        tx.execute(
+            "INSERT INTO record_versions (namespace, id, version, body, payload)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (record.namespace, record.id, record.version, snapshot_body(record), record.payload),
+        )
+        self.known[record.id] = (rowid, record)
+        return rowid
+
+    def store_vector(self, rowid: int, embedder_id: str, vector: np.ndarray) -> None:
+        self.d.store_vector(self.tx, self.namespace, rowid, embedder_id, unit(vector))
+
+    # -- upsert -------------------------------------------------------------------------
+
+    def _key_holder(self, key: str, record_id: str) -> str | None:
+        """The id of another current, live record holding ``key``, if any. Claims the
+        key for this transaction first, so two writers of one key are serialised."""
+        self.d.claim_key(self.tx, self.namespace, key)
+        test, params = self.d.text_equals("key", key)
+        row = self.tx.execute(
+            f"SELECT id FROM records WHERE namespace = ? AND {test}"
+            " AND id <> ? AND deleted_at IS NULL AND superseded_by IS NULL"
+            " AND (valid_to IS NULL OR valid_to > ?) LIMIT 1",
+            (self.namespace, *params, record_id, self.now),
+        ).fetchone()
+        return row[0] if row else None
+
+    def _has_predecessor(self, record_id: str) -> bool:
+        row = self.tx.execute(
+            "SELECT 1 FROM records WHERE namespace = ? AND superseded_by = ? LIMIT 1",
+            (self.namespace, record_id),
+        ).fetchone()
+        return row is not None
+
+    def _close_superseded(self, new: Record, old_id: str, field: str) -> Record:
+        """Closes ``old_id`` at the new record's valid_from and points it at the new one."""
+        assert new.valid_from is not None
+        found = self.lookup(old_id)
+        if found is None:
+            raise NotFound(
+                f"{field} names {old_id!r}, which does not exist in namespace {self.namespace!r}"
+            )
+        rowid, old = found
+        closed = rules.supersession_closure(old, new, field, self.now)
+        if closed is None:
+            return old
+        self.save(rowid, closed)
+        self.ledger("close", old_id, closed.version, {"superseded_by": new.id})
+        return old
+
+    def _upsert_one(
+        self, index: int, incoming: Record, document: Any, embedder_id: str | None
+    ) -> tuple[str, int]:
+        field = f"records[{index}]"
+        found = self.lookup(incoming.id)
+        rowid, existing = found if found else (None, None)
+        record = rules.revision(
+            incoming, existing, field, namespace=self.namespace, now=self.now,
+            has_predecessor=lambda: self._has_predecessor(incoming.id),
+        )  # fmt: skip
+        for position, old_id in enumerate(record.supersedes):
+            old = self._close_superseded(record, old_id, f"{field}.supersedes[{position}]")
+            if record.key is None and old.key is not None:
+                record.key = old.key
+        if record.key is not None and rules.claims_key(record, self.now):
+            holder = self._key_holder(record.key, record.id)
+            if holder is not None:
+                raise rules.key_conflict(field, record, holder)
+        content_changed = existing is not None and existing.content != record.content
+        fresh = existing is None or content_changed
+        rowid = self.save(rowid, record, document=document if fresh else None)
+        if content_changed:  # they were derived from the old text
+            self.d.withdraw_vectors(self.tx, self.namespace, rowid=rowid)
+        if incoming.vector is not None and embedder_id is not None:
+            self.store_vector(rowid, embedder_id, np.asarray(incoming.vector, dtype=np.float32))
+        assert record.version is not None
+        self.ledger(rules.write_op(existing, record), record.id, record.version)
+        return record.id, record.version
+
+    def upsert(self, records: Sequence[Record], embedder_id: str | None) -> list[tuple[str, int]]:
+        self.ensure_namespace()
+        self.prefetch([r.id for r in records] + [old for r in records for old in r.supersedes])
+        new = sum(self.known.get(r.id) is None for r in records)
+        if new > 0:
+            self._rowids += sorted(self.d.reserve_rowids(self.tx, new))
+        documents = self.d.documents([r.content for r in records])
+        return [
+            self._upsert_one(i, record, documents[i], embedder_id)
+            for i, record in enumerate(records)
+        ]
+
+    # -- changes of one record ------------------------------------------------------------
+
+    def change(
+        self,
+        rowid: int,
+        record: Record,
+        update: dict[str, Any],
+        *,
+        op: str,
+        detail: dict[str, Any] | None = None,
+    ) -> int:
+        """Writes a new version of ``record`` with ``update`` applied (its content,
+        and so its full-text document, unchanged)."""
+        changed = rules.next_version(record, update, self.now)
+        version = changed.version or 0
+        self.save(rowid, changed)
+        self.ledger(op, record.id, version, detail)
+        return version
+
+    def invalidate(self, record_id: str, at: int) -> int:
+        rowid, record = self.require(record_id)
+        update = rules.invalidation(record, at)
+        if update is None:
+            return record.version or 0  # already not valid at `at`: never extend validity
+        return self.change(rowid, record, update, op="invalidate")
+
+    def soft_delete(self, record_id: str) -> int:
+        rowid, record = self.require(record_id)
+        if record.deleted_at is not None:
+            return record.version or 0  # already tombstoned: nothing to change
+        return self.change(rowid, record, {"deleted_at": from_us(self.now)}, op="delete")
+
+    def hard_delete(self, record_id: str) -> None:
+        """Removes every trace of the record: row, versions, full-text document, and
+        (by cascade) tags, metadata, vectors, mentions and the extraction marker. The
+        ledger keeps that a hard delete of this id happened, and nothing of its content."""
+        rowid, _ = self.require(record_id)
+        self.d.forget_record(self.tx, rowid)
+        self.tx.execute(
+            "DELETE FROM records WHERE namespace = ? AND rowid = ?", (self.namespace, rowid)
+        )
+        self.tx.execute(
+            "DELETE FROM record_versions WHERE namespace = ? AND id = ?",
+            (self.namespace, record_id),
+        )
+        self.known[record_id] = None
+        self.ledger("hard_delete", record_id, None)
+
+    def verify(self, record_id: str, reviewer: str) -> int:
+        rowid, record = self.require(record_id)
+        if record.trust == "verified":
+            return record.version or 0
+        return self.change(rowid, record, {"trust": "verified"}, op="verify",
+                           detail={"reviewer": reviewer})  # fmt: skip
+
+    def set_embedding(self, record_id: str, embedder_id: str, vector: np.ndarray) -> None:
+        rowid, record = self.require(record_id)
+        self.store_vector(rowid, embedder_id, vector)
+        self.ledger("set_embedding", record_id, record.version, {"embedder_id": embedder_id})

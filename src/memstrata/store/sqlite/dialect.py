@@ -1,0 +1,220 @@
+"""The SQLite dialect: one file, WAL, FTS5 for the lexical lane, and an in-process
+matrix of the vectors (refreshed from the ``vectors`` table) for the vector lane.
+
+A write transaction holds the file's write lock from its first statement
+(``BEGIN IMMEDIATE``), so rows need no locks of their own and a key needs no claim.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from memstrata.domain.records import Record
+from memstrata.domain.search import SearchRequest, query_words
+from memstrata.domain.time import Window, now_us
+from memstrata.store.sql.dialect import Dialect
+from memstrata.store.sql.rows import COLUMNS, prefixed, record_from_row
+from memstrata.store.sql.scope import scope_clause, scope_rowids
+from memstrata.store.sqlite.connection import Database, translated
+from memstrata.store.sqlite.migrations import apply_migrations
+from memstrata.store.sqlite.vectors import VectorCache, top_k
+
+_ROW_FIELDS = (
+    "namespace", "id", "content", "content_hash", "payload", "metadata", "tags", "kind", "key",
+    "trust", "source", "origin", "created_at", "updated_at", "valid_from", "valid_to",
+    "deleted_at", "supersedes", "superseded_by", "version",
+)  # fmt: skip
+_INSERT = (
+    f"INSERT INTO records ({', '.join(_ROW_FIELDS)}) "
+    f"VALUES ({', '.join(':' + name for name in _ROW_FIELDS)})"
+)
+_UPDATE = (
+    f"UPDATE records SET {', '.join(f'{name} = :{name}' for name in _ROW_FIELDS)} "
+    "WHERE rowid = :rowid"
+)
+# Vector seqs come from a counter, not max(seq) + 1: a hard delete removes vector rows,
+# and a reused seq would hide the next vector from every cache that saw the removed one.
+_NEXT_VECTOR_SEQ = "UPDATE vector_seq SET value = value + 1"
+
+
+def fts_query(text: str) -> str | None:
+    """Plain words OR-ed together, each quoted: FTS5 syntax in a query is just text."""
+    words = query_words(text)
+    return " OR ".join('"' + word + '"' for word in words) if words else None
+
+
+class SqliteDialect(Dialect):
+    """What the SQLite store does its own way."""
+
+    name = "sqlite"
+    true = "1"
+    membership = "in"
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.db: Database = Database(path)
+        self._vectors = VectorCache()
+        with translated(path):
+            apply_migrations(self.db.conn(), now_us())
+
+    # -- wording ------------------------------------------------------------------
+
+    def unindexed(self, column: str) -> str:
+        return f"+{column}"
+
+    def records_join(self, alias: str, driver: str) -> str:
+        # CROSS JOIN fixes the order: the scope rows drive, each record read by rowid
+        return f"CROSS JOIN records {alias} ON {alias}.rowid = {driver}.record"
+
+    def has_vector(self, vectors: str, records: str) -> str:
+        # a withdrawn vector stays as a row with no dimensions (see withdraw_vectors)
+        return (
+            f"{vectors}.record = {records}.rowid AND {vectors}.embedder_id = ?"
+            f" AND {vectors}.dimensions > 0"
+        )
+
+    # -- writes ---------------------------------------------------------------------
+
+    def insert_record(
+        self, tx: sqlite3.Connection, rowid: int | None, values: dict[str, Any], document: Any
+    ) -> int:
+        rowid = int(tx.execute(_INSERT, values).lastrowid or 0)
+        tx.execute("INSERT INTO records_fts (rowid, content) VALUES (?, ?)", (rowid, document))
+        return rowid
+
+    def update_record(
+        self, tx: sqlite3.Connection, rowid: int, values: dict[str, Any], document: Any | None
+    ) -> None:
+        tx.execute(_UPDATE, {**values, "rowid": rowid})
+        if document is not None:
+            tx.execute("DELETE FROM records_fts WHERE rowid = ?", (rowid,))
+            tx.execute("INSERT INTO records_fts (rowid, content) VALUES (?, ?)", (rowid, document))
+
+    def forget_record(self, tx: sqlite3.Connection, rowid: int) -> None:
+        tx.execute("DELETE FROM records_fts WHERE rowid = ?", (rowid,))
+
+    def store_vector(
+        self, tx: sqlite3.Connection, namespace: str, rowid: int, embedder_id: str,
+        unit: np.ndarray,
+    ) -> None:  # fmt: skip
+        tx.execute(_NEXT_VECTOR_SEQ)
+        tx.execute(
+            "INSERT INTO vectors (record, embedder_id, dimensions, vector, seq)"
+            " VALUES (?, ?, ?, ?, (SELECT value FROM vector_seq))"
+            " ON CONFLICT (record, embedder_id) DO UPDATE SET"
+            " dimensions = excluded.dimensions, vector = excluded.vector, seq = excluded.seq",
+            (rowid, embedder_id, int(unit.shape[0]), unit.astype("<f4").tobytes()),
+        )
+
+    def withdraw_vectors(
+        self, tx: sqlite3.Connection, namespace: str, *, rowid: int | None = None,
+        embedder_id: str | None = None,
+    ) -> int:  # fmt: skip
+        """Marks vectors as gone (no dimensions, no data) under a fresh ``seq`` instead
+        of deleting them, so every process's vector cache sees the withdrawal on refresh."""
+        params: list[Any]
+        if rowid is not None:
+            where, params = "record = ?", [rowid]
+        else:
+            where = "embedder_id = ? AND record IN (SELECT rowid FROM records WHERE namespace = ?)"
+            params = [embedder_id, namespace]
+        tx.execute(_NEXT_VECTOR_SEQ)
+        cursor = tx.execute(
+            "UPDATE vectors SET dimensions = 0, vector = x'', seq = (SELECT value FROM vector_seq)"
+            f" WHERE dimensions > 0 AND {where}",
+            params,
+        )
+        return cursor.rowcount
+
+    # -- lanes ----------------------------------------------------------------------
+
+    def lexical(
+        self, namespace: str, request: SearchRequest, window: Window | None, limit: int
+    ) -> list[tuple[Record, float]]:
+        """BM25 over content within the scope."""
+        match = fts_query(request.query or "")
+        if match is None:
+            return []
+        where, params = scope_clause(self, "r", namespace, request, window)
+        with self.db.read() as conn:
+            rows = conn.execute(
+                f"SELECT {prefixed('r')}, bm25(records_fts) AS rank FROM records_fts"
+                f" JOIN records r ON r.rowid = records_fts.rowid"
+                f" WHERE records_fts MATCH ? AND {where} ORDER BY rank, r.id LIMIT ?",
+                [match, *params, limit],
+            ).fetchall()
+        return [
+            (record_from_row(row, with_payload=request.include_payload), -float(row[-1]))
+            for row in rows
+        ]
+
+    def in_scope(
+        self,
+        conn: sqlite3.Connection,
+        namespace: str,
+        request: SearchRequest,
+        window: Window | None,
+    ) -> np.ndarray:
+        """The rowids of every record in the search's scope, as one numpy array."""
+        select, params = scope_rowids(self, namespace, request, window)
+        # One text value instead of a row per record: handing thousands of rows to
+        # Python costs more than finding them.
+        (listed,) = conn.execute(
+            f"SELECT group_concat(s.record) FROM ({select}) s", params
+        ).fetchone()
+        if listed is None:
+            return np.zeros(0, dtype=np.int64)
+        return np.fromstring(listed, dtype=np.int64, sep=",")
+
+    def semantic(
+        self,
+        namespace: str,
+        request: SearchRequest,
+        window: Window | None,
+        embedder_id: str,
+        query: np.ndarray,
+        limit: int,
+    ) -> tuple[list[tuple[Record, float]], int]:
+        """Exact cosine over the in-scope records, from the in-process matrix."""
+        with self.db.snapshot() as conn:
+            in_scope = self.in_scope(conn, namespace, request, window)
+            if in_scope.shape[0] == 0:
+                return [], 0
+            # The cache, refreshed inside this read, knows which records have a vector.
+            matrix = self._vectors.refresh(conn, embedder_id, int(query.shape[0]))
+            rowids = in_scope[matrix.has(in_scope)]
+            unembedded = int(in_scope.shape[0] - rowids.shape[0])
+            if rowids.shape[0] == 0:
+                return [], unembedded
+            similarities = matrix.scores(rowids, query.astype(np.float32))
+            chosen = top_k(similarities, limit)
+            by_rowid = {int(rowids[i]): float(similarities[i]) for i in chosen}
+            test, params = self.in_list("rowid", list(by_rowid))
+            records = conn.execute(f"SELECT {COLUMNS} FROM records WHERE {test}", params).fetchall()
+        hits = [
+            (record_from_row(row, with_payload=request.include_payload), by_rowid[row[0]])
+            for row in records
+        ]
+        hits.sort(key=lambda hit: (-hit[1], hit[0].id))
+        return hits[:limit], unembedded
+
+    def vectors_for(
+        self, namespace: str, ids: Sequence[str], embedder_id: str
+    ) -> dict[str, list[float]]:
+        test, params = self.in_list("r.id", ids)
+        with self.db.read() as conn:
+            rows = conn.execute(
+                "SELECT r.id, v.vector FROM records r JOIN vectors v ON v.record = r.rowid"
+                " WHERE r.namespace = ? AND v.embedder_id = ? AND v.dimensions > 0"
+                f" AND {test}",
+                [namespace, embedder_id, *params],
+            ).fetchall()
+        return {row[0]: np.frombuffer(row[1], dtype="<f4").tolist() for row in rows}
+
+    def raw(self) -> sqlite3.Connection:
+        """The calling thread's connection, for tests and diagnostics."""
+        return self.db.conn()
