@@ -53,10 +53,10 @@ from memstrata.domain.validation import parse_model
 from memstrata.embedding import HashEmbedder
 from memstrata.store.postgres import vectors as pg_vectors
 from memstrata.store.postgres.connection import with_schema
-from memstrata.store.postgres.scope import scope_clause as pg_scope
-from memstrata.store.postgres.scope import scope_rowids as pg_scope_rowids
-from memstrata.store.postgres.store import EXACT_LIMIT, PostgresStore
-from memstrata.store.sqlite.rows import prefixed
+from memstrata.store.postgres.dialect import EXACT_LIMIT, PostgresDialect
+from memstrata.store.sql.rows import prefixed
+from memstrata.store.sql.scope import scope_clause, scope_rowids
+from memstrata.store.sql.store import SqlStore
 
 ROOT = Path(__file__).resolve().parents[1]
 NS = "bench"
@@ -162,16 +162,16 @@ class Postgres:
             shutil.rmtree(self.home, ignore_errors=True)
 
 
-def explain(store: PostgresStore, data: Data, room: int) -> dict[str, list[str]]:
+def explain(store: SqlStore, data: Data, room: int) -> dict[str, list[str]]:
     """The plans PostgreSQL chooses for one filtered query, exact and by the index."""
     request = parse_model(SearchRequest, {"query_vector": data.queries[0].tolist(),
                                           "filter": {"room": f"room-{room}"}})  # fmt: skip
     window = request.window(now_us())
-    where, params = pg_scope("r", NS, request, window)
+    where, params = scope_clause(store.dialect, "r", NS, request, window)
     embedder_id = HashEmbedder(dimensions=DIMENSIONS).embedder_id
     plans = {}
     query = data.queries[0]
-    scope, scope_params = pg_scope_rowids(NS, request, window)
+    scope, scope_params = scope_rowids(store.dialect, NS, request, window)
     built = {
         "exact": pg_vectors.exact_query(
             NS, scope, scope_params, embedder_id, query, TOP_K, scope_limit=EXACT_LIMIT
@@ -237,13 +237,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                       "rows_per_s": round(data.size / seconds)}  # fmt: skip
             print(f"{name}: loaded {data.size} rows in {seconds:.1f} s", flush=True)
         pg_store = memories["postgres"].service.store
-        assert isinstance(pg_store, PostgresStore)
+        assert isinstance(pg_store, SqlStore) and isinstance(pg_store.dialect, PostgresDialect)
         started = time.perf_counter()
         pg_store.build_vector_index(DIMENSIONS)  # else the first search past EXACT_LIMIT does
         result["ingest"]["postgres"]["hnsw_build_seconds"] = round(time.perf_counter() - started, 1)
         forced = memstrata.open(pg.url, embedder=embedder, background_jobs=False)
-        assert isinstance(forced.service.store, PostgresStore)
-        forced.service.store.exact_limit = 0
+        assert isinstance(forced.service.store, SqlStore)
+        assert isinstance(forced.service.store.dialect, PostgresDialect)
+        forced.service.store.dialect.exact_limit = 0
         variants = {**memories, "postgres-hnsw": forced}
         result["plans"] = explain(pg_store, data, int(data.query_rooms[0]))
         result["search"] = measure(variants, data, embedder, args)

@@ -102,7 +102,7 @@ def scope_sql(
 
     from memstrata.domain.search import SearchRequest
     from memstrata.domain.time import now_us
-    from memstrata.store.sqlite.scope import scope_clause
+    from memstrata.store.sql.scope import scope_clause
 
     assert engine.memory is not None
     store: Any = engine.memory.service.store
@@ -125,7 +125,7 @@ def scope_sql(
                 options["as_of"] = _iso(query.at_us)
             request = SearchRequest.model_validate(options)
             window = request.window(now_us())
-            where, params = scope_clause("r", engine.namespace, request, window)
+            where, params = scope_clause(store.dialect, "r", engine.namespace, request, window)
             t = time.perf_counter()
             found = conn.execute(f"SELECT r.rowid FROM records r WHERE {where}", params)
             rows = np.fromiter(itertools.chain.from_iterable(found), dtype=np.int64).shape[0]

@@ -40,8 +40,8 @@ from memstrata.domain.search import SearchRequest
 from memstrata.domain.time import now_us
 from memstrata.domain.validation import parse_model
 from memstrata.embedding import HashEmbedder
-from memstrata.store.sqlite.rows import COLUMNS, record_from_row
-from memstrata.store.sqlite.scope import scope_clause, scope_rowids
+from memstrata.store.sql.rows import COLUMNS, record_from_row
+from memstrata.store.sql.scope import scope_clause, scope_rowids
 from memstrata.store.sqlite.vectors import top_k
 
 NAMESPACE = "bench"
@@ -270,11 +270,12 @@ def scope_rows(data: Data, case: str, j: int) -> np.ndarray:
 
 
 def breakdown(m: memstrata.Memory, data: Data, case: str, n: int) -> dict[str, Any]:
-    """Re-runs SqliteStore.semantic step by step (its own scope call, the same cache),
+    """Re-runs SqliteDialect.semantic step by step (its own scope call, the same cache),
     timing each step."""
     store = m.service.store
+    SQLITE = store.dialect  # the dialect whose SQL is re-run
     conn = store.db.conn()
-    cache = store._vectors  # the store's own VectorCache (private; a bench may peek)
+    cache = store.dialect._vectors  # the store's own VectorCache (private; a bench may peek)
     embedder_id = m.service.embedder_for(NAMESPACE).embedder_id
     names = (
         "parse SearchRequest (pydantic, 384 floats)",
@@ -302,13 +303,13 @@ def breakdown(m: memstrata.Memory, data: Data, case: str, n: int) -> dict[str, A
         t1 = time.perf_counter()
         window = request.window(now_us())
         if not plan:
-            sql, params = scope_rowids(NAMESPACE, request, window)
+            sql, params = scope_rowids(SQLITE, NAMESPACE, request, window)
             plan = [str(row[-1]) for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
         query = np.asarray(request.query_vector, dtype=np.float32)
         conn.execute("BEGIN")
         try:
             t2 = time.perf_counter()
-            scope = store.in_scope(conn, NAMESPACE, request, window)
+            scope = store.dialect.in_scope(conn, NAMESPACE, request, window)
             t3 = time.perf_counter()
             matrix = cache.refresh(conn, embedder_id, DIMENSIONS)
             t4 = time.perf_counter()
@@ -354,6 +355,7 @@ def sql_variants(m: memstrata.Memory, data: Data, n_filtered: int, n_wide: int) 
     ``scope_rowids``, one text value turned into numpy) vs. variants that produce the
     same rowids, to show what each part costs. Every time includes the numpy array."""
     store = m.service.store
+    SQLITE = store.dialect  # the dialect whose SQL is re-run
     conn = store.db.conn()
     now = now_us()
 
@@ -368,13 +370,13 @@ def sql_variants(m: memstrata.Memory, data: Data, n_filtered: int, n_wide: int) 
         return np.fromiter(itertools.chain.from_iterable(conn.execute(sql, params)), np.int64)
 
     def store_in_scope(room: str | None) -> np.ndarray:
-        return store.in_scope(conn, NAMESPACE, *request_for(room))
+        return store.dialect.in_scope(conn, NAMESPACE, *request_for(room))
 
     def one_row_each(room: str | None) -> np.ndarray:
-        return rows_to_numpy(*scope_rowids(NAMESPACE, *request_for(room)))
+        return rows_to_numpy(*scope_rowids(SQLITE, NAMESPACE, *request_for(room)))
 
     def records_driven(room: str | None) -> np.ndarray:
-        where, params = scope_clause("r", NAMESPACE, *request_for(room))
+        where, params = scope_clause(SQLITE, "r", NAMESPACE, *request_for(room))
         return rows_to_numpy(f"SELECT r.rowid FROM records r WHERE {where}", params)
 
     def membership_only(room: str | None) -> np.ndarray:
@@ -410,7 +412,7 @@ def sql_variants(m: memstrata.Memory, data: Data, n_filtered: int, n_wide: int) 
                           "per_row_us": round(per_row_us, 3),
                           "same_rowids_as_store": bool(np.array_equal(got, reference))}  # fmt: skip
         example = "room-0" if case == "filtered" else None
-        sql, params = scope_rowids(NAMESPACE, *request_for(example))
+        sql, params = scope_rowids(SQLITE, NAMESPACE, *request_for(example))
         out["store plan"] = [str(r[-1]) for r in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
         result[case] = out
     return result
@@ -474,7 +476,7 @@ store = m.service.store
 embedder_id = m.service.embedder_for(sys.argv[3]).embedder_id
 with store.db.snapshot() as conn:
     t = time.perf_counter()
-    store._vectors.refresh(conn, embedder_id, int(sys.argv[2]))
+    store.dialect._vectors.refresh(conn, embedder_id, int(sys.argv[2]))
     print(json.dumps(round((time.perf_counter() - t) * 1000, 1)))
 """
 
@@ -499,7 +501,7 @@ def split_cold(path: str, data: Data) -> dict[str, float]:
     embedder_id = m.service.embedder_for(NAMESPACE).embedder_id
     with store.db.snapshot() as conn:
         t1 = time.perf_counter()
-        store._vectors.refresh(conn, embedder_id, DIMENSIONS)
+        store.dialect._vectors.refresh(conn, embedder_id, DIMENSIONS)
         t2 = time.perf_counter()
     m.search(NAMESPACE, query_vector=data.Q[0].tolist(), top_k=TOP_K,
              filter={"room": f"room-{data.q_room[0]}"})  # fmt: skip

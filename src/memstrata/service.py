@@ -11,7 +11,8 @@ import queue
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -55,6 +56,9 @@ from memstrata.jobs.embed import (
     run_embed_job,
 )
 from memstrata.store.base import Store
+
+if TYPE_CHECKING:
+    from memstrata.access import Access
 
 log = logging.getLogger("memstrata.service")
 
@@ -163,6 +167,14 @@ class Service:
             self.background = BackgroundEmbedder(self._background_embed)
             for namespace in store.namespaces():
                 self._queue_if_backlog(namespace)
+
+    @cached_property
+    def access(self) -> Access:
+        """Token management (create, list, disable, authenticate) on this store: how
+        adapters reach tokens, never through ``store``."""
+        from memstrata.access import Access  # access builds on this module
+
+        return Access(self.store)
 
     def close(self) -> None:
         if self.background is not None:

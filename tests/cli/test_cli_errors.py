@@ -100,7 +100,9 @@ def test_an_unopenable_database_is_one_line(tmp_path: Any) -> None:
 
     result = CliRunner().invoke(app, ["--db", str(tmp_path), "get", "x"])  # a directory
     assert result.exit_code == 1
-    assert result.stderr.startswith(f"error: cannot open database {tmp_path}")
+    assert result.stderr.startswith(
+        f"error: memstrata.storage.unavailable: cannot open database {tmp_path}"
+    )
 
     url = CliRunner().invoke(app, ["--db", "mysql://db/memory", "get", "x"])
     assert url.exit_code == 2
@@ -109,7 +111,9 @@ def test_an_unopenable_database_is_one_line(tmp_path: Any) -> None:
     # a PostgreSQL URL is a backend now; a server that is not there is one line too
     down = CliRunner().invoke(app, ["--db", "postgresql://127.0.0.1:1/memory", "get", "x"])
     assert down.exit_code == 1
-    assert down.stderr.startswith("error: cannot open database postgresql://127.0.0.1:1/memory")
+    assert down.stderr.startswith(
+        "error: memstrata.storage.unavailable: cannot connect to postgresql://@127.0.0.1:1/memory"
+    )
 
 
 def test_exit_codes_by_error_class() -> None:

@@ -49,7 +49,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
-from memstrata.access import Access, Caller
+from memstrata.access import Caller
 from memstrata.domain.auth import Capability, Token
 from memstrata.domain.errors import Forbidden, InvalidInput, MemstrataError
 from memstrata.domain.records import Record
@@ -622,7 +622,7 @@ class McpHttpApp:
     @asynccontextmanager
     async def running(self, service: Service, *, auth: bool = True) -> AsyncIterator[None]:
         """Serves ``service`` until the block ends (once per app)."""
-        authenticate = Access(service.store).authenticate if auth else None
+        authenticate = service.access.authenticate if auth else None
         managers: dict[bool, StreamableHTTPSessionManager] = {}
         for read_only in (False, True):
             server = build_mcp_server(service, read_only=read_only, namespace=self.namespace)

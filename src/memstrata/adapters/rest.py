@@ -35,7 +35,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from memstrata.access import Access, Caller
+from memstrata.access import Caller
 from memstrata.adapters.mcp import mcp_http_app
 from memstrata.adapters.rest_models import (
     ERROR_RESPONSES,
@@ -93,7 +93,7 @@ class Runtime:
         if self.service is None:
             self.service = open_configured(self.settings, background_jobs=True).service
             self.owns_service = True
-        if self.settings.auth.enabled and not Access(self.service.store).tokens():
+        if self.settings.auth.enabled and not self.service.access.tokens():
             log.warning(
                 "auth is on and no token exists yet: every /v1 request will get 401; "
                 "create one with `memstrata token create`"
@@ -133,7 +133,7 @@ def caller(
     if not rt.settings.auth.enabled:
         request.state.actor = "local"
         return Caller(service, None)
-    token = Access(service.store).authenticate(credentials.credentials if credentials else None)
+    token = service.access.authenticate(credentials.credentials if credentials else None)
     request.state.actor = token.id
     return Caller(service, token)
 
@@ -451,7 +451,7 @@ class MetricsApp:
             header = Headers(scope=scope).get("authorization", "")
             scheme, _, secret = header.partition(" ")
             try:
-                Access(self.rt.require_service().store).authenticate(
+                self.rt.require_service().access.authenticate(
                     secret.strip() if scheme.lower() == "bearer" else None
                 )
             except MemstrataError as error:

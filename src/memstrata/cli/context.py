@@ -7,7 +7,6 @@ config file later) are read in exactly one place.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 
 import typer
@@ -46,14 +45,11 @@ def open_memory(ctx: typer.Context, target: str | None = None, *, create: bool =
     installed, else hashing). No background jobs: the process is short-lived, and a
     backlog is filled by ``memstrata embed``.
 
-    A file that cannot be opened is reported as a one-line error, not a traceback.
+    A database that cannot be used is ``memstrata.storage.unavailable``, reported
+    like every other error (one line, not a traceback).
     """
     state = cli_state(ctx)
     where = target or state.target()
-    try:
-        # "auto" is passed as is, not as None: None would re-read MEMSTRATA_EMBEDDER,
-        # which an explicit --embedder auto must override.
-        return memstrata.open(where, embedder=state.embedder, background_jobs=False, create=create)
-    except (OSError, sqlite3.Error) as error:
-        typer.secho(f"error: cannot open database {where}: {error}", err=True, fg="red")
-        raise typer.Exit(1) from None
+    # "auto" is passed as is, not as None: None would re-read MEMSTRATA_EMBEDDER,
+    # which an explicit --embedder auto must override.
+    return memstrata.open(where, embedder=state.embedder, background_jobs=False, create=create)

@@ -13,7 +13,6 @@ first. ``--no-auth`` is refused unless the server binds a loopback address.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Annotated, Any, Literal
 
 import typer
@@ -73,11 +72,7 @@ def _open_store(settings: Settings) -> Memory:
     """The store alone (no embedder): enough to manage tokens."""
     embedding = settings.embedding.model_copy(update={"provider": "none"})
     bare = settings.model_copy(update={"embedding": embedding, "namespaces": {}})
-    try:
-        return open_configured(bare, background_jobs=False)
-    except (OSError, sqlite3.Error) as error:
-        typer.secho(f"error: cannot open database: {error}", err=True, fg="red")
-        raise typer.Exit(1) from None
+    return open_configured(bare, background_jobs=False)
 
 
 def serve(
@@ -180,10 +175,9 @@ def token_create(
     as_json: JsonOutput = False,
 ) -> None:
     """Create a token and print its secret, once: it is stored only hashed."""
-    from memstrata.access import Access
 
     with _open_store(settings_for(ctx, config)) as memory:
-        token, secret = Access(memory.service.store).create_token(
+        token, secret = memory.service.access.create_token(
             name=name, read_only=read_only, admin=admin, namespaces=namespaces or ()
         )
     if as_json:
@@ -201,10 +195,9 @@ def token_create(
 @token_app.command("list")
 def token_list(ctx: typer.Context, config: ConfigFile = None, as_json: JsonOutput = False) -> None:
     """List tokens (never their secrets)."""
-    from memstrata.access import Access
 
     with _open_store(settings_for(ctx, config)) as memory:
-        tokens = Access(memory.service.store).tokens()
+        tokens = memory.service.access.tokens()
     if as_json:
         output.print_json([_token_json(token) for token in tokens])
         return
@@ -231,10 +224,9 @@ def token_disable(
     config: ConfigFile = None,
 ) -> None:
     """Disable a token: requests with it get 401 from now on."""
-    from memstrata.access import Access
 
     with _open_store(settings_for(ctx, config)) as memory:
-        Access(memory.service.store).disable(token_id)
+        memory.service.access.disable(token_id)
     output.print_note(f"disabled {token_id}")
 
 

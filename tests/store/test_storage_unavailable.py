@@ -1,0 +1,74 @@
+"""A database that cannot be used is ``memstrata.storage.unavailable`` (HTTP 503),
+raised inside the store: a file that is not a database, a server that is not there."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+import memstrata
+from memstrata.adapters.rest import create_app
+from memstrata.cli import app
+from memstrata.config import Settings
+
+GARBAGE = b"this is not a database, only some words\n" * 200
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_a_file_that_is_not_a_database(tmp_path: Path) -> None:
+    path = tmp_path / "notes.db"
+    path.write_bytes(GARBAGE)
+    with pytest.raises(memstrata.StorageUnavailable) as raised:
+        memstrata.open(path, embedder="none")
+    assert raised.value.code == "memstrata.storage.unavailable"
+    assert str(path) in raised.value.message
+    assert path.read_bytes() == GARBAGE  # nothing was written over it
+
+    result = CliRunner().invoke(app, ["--db", str(path), "search", "x"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        f"error: memstrata.storage.unavailable: cannot open database {path}: "
+    )
+    assert "Traceback" not in result.output
+
+
+def test_an_unreachable_postgres_server() -> None:
+    url = f"postgresql://memstrata@127.0.0.1:{closed_port()}/memory?connect_timeout=5"
+    with pytest.raises(memstrata.StorageUnavailable) as raised:
+        memstrata.open(url, embedder="none")
+    assert "cannot connect to postgresql://memstrata@127.0.0.1:" in raised.value.message
+
+    result = CliRunner().invoke(app, ["--db", url, "get", "x"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: memstrata.storage.unavailable: cannot connect to ")
+    assert "Traceback" not in result.output
+
+
+def test_rest_answers_503_when_the_file_stops_being_a_database(tmp_path: Path) -> None:
+    path = tmp_path / "served.db"
+    memory = memstrata.open(path, embedder="hash", background_jobs=False)
+    memory.add("ns", "written before")
+    memory.service.store.close()  # every connection let go: the next request opens anew
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    replacement = tmp_path / "garbage"
+    replacement.write_bytes(GARBAGE)
+    os.replace(replacement, path)
+    settings = Settings.model_validate({"auth": {"enabled": False}})
+    with TestClient(create_app(memory.service, settings)) as client:
+        answer = client.post("/v1/namespaces/ns/search", json={"query": "written"})
+    assert answer.status_code == 503
+    error = answer.json()["error"]
+    assert error["code"] == "memstrata.storage.unavailable"
+    assert str(path) in error["message"]
