@@ -22,13 +22,12 @@ import psycopg
 from pgvector.psycopg import register_vector
 
 from memstrata.domain.records import Record
-from memstrata.domain.search import SearchRequest
-from memstrata.domain.time import Window, now_us
+from memstrata.domain.time import now_us
 from memstrata.store.postgres import lexical, vectors
 from memstrata.store.postgres.connection import Connection, Database, connect
 from memstrata.store.postgres.migrations import apply_migrations
-from memstrata.store.sql.dialect import Dialect
-from memstrata.store.sql.rows import prefixed, record_from_row
+from memstrata.store.sql.dialect import Dialect, Lane
+from memstrata.store.sql.rows import ROW_FIELDS, best, hits, prefixed
 from memstrata.store.sql.scope import scope_clause, scope_rowids
 
 log = logging.getLogger("memstrata.store.postgres")
@@ -37,26 +36,26 @@ log = logging.getLogger("memstrata.store.postgres")
 #: use the HNSW index (measured: bench/backends.py).
 EXACT_LIMIT = 10_000
 
-_ROW_FIELDS = (
-    "namespace", "id", "content", "content_hash", "payload", "metadata", "tags", "kind", "key",
-    "trust", "source", "origin", "created_at", "updated_at", "valid_from", "valid_to",
-    "deleted_at", "supersedes", "superseded_by", "version",
-)  # fmt: skip
 # rowids are drawn from the identity's sequence up front (reserve_rowids), so an
 # insert needs no RETURNING and a whole batch is sent without waiting on each row
 _INSERT = (
-    f"INSERT INTO records (rowid, {', '.join(_ROW_FIELDS)}, tsv) OVERRIDING SYSTEM VALUE "
-    f"VALUES (%(rowid)s, {', '.join('%(' + name + ')s' for name in _ROW_FIELDS)},"
+    f"INSERT INTO records (rowid, {', '.join(ROW_FIELDS)}, tsv) OVERRIDING SYSTEM VALUE "
+    f"VALUES (%(rowid)s, {', '.join('%(' + name + ')s' for name in ROW_FIELDS)},"
     " %(tsv)s::tsvector)"
 )
 _UPDATE = (
-    f"UPDATE records SET {', '.join(f'{name} = %({name})s' for name in _ROW_FIELDS)}, "
+    f"UPDATE records SET {', '.join(f'{name} = %({name})s' for name in ROW_FIELDS)}, "
     "tsv = coalesce(%(tsv)s::tsvector, tsv) WHERE namespace = %(namespace)s AND rowid = %(rowid)s"
 )
 
 
 def _configure(conn: psycopg.Connection[Any]) -> None:
     register_vector(conn)
+
+
+def _last(row: Sequence[Any]) -> float:
+    """The score a lane's statement selects after the record columns."""
+    return float(row[-1])
 
 
 def _md5(value: str) -> str:
@@ -196,10 +195,9 @@ class PostgresDialect(Dialect):
 
     # -- lanes ----------------------------------------------------------------------
 
-    def lexical(
-        self, namespace: str, request: SearchRequest, window: Window | None, limit: int
-    ) -> list[tuple[Record, float]]:
+    def lexical(self, lane: Lane) -> list[tuple[Record, float]]:
         """ts_rank_cd over the content's tokens within the scope."""
+        namespace, request, window, limit = lane.namespace, lane.request, lane.window, lane.limit
         match = lexical.query_literal(request.query or "")
         if match is None:
             return []
@@ -210,21 +208,13 @@ class PostgresDialect(Dialect):
                 f" WHERE r.tsv @@ %s::tsquery AND {where} ORDER BY rank DESC, r.id LIMIT %s",
                 [match, match, *params, limit],
             ).fetchall()
-        return [
-            (record_from_row(row, with_payload=request.include_payload), float(row[-1]))
-            for row in rows
-        ]
+        return hits(rows, request, _last)
 
     def semantic(
-        self,
-        namespace: str,
-        request: SearchRequest,
-        window: Window | None,
-        embedder_id: str,
-        query: np.ndarray,
-        limit: int,
+        self, lane: Lane, embedder_id: str, query: np.ndarray
     ) -> tuple[list[tuple[Record, float]], int]:
         """Exact for scopes up to ``exact_limit``, the HNSW index beyond (vectors.py)."""
+        namespace, request, window, limit = lane.namespace, lane.request, lane.window, lane.limit
         query = np.asarray(query, dtype=np.float32)
         dimensions = int(query.shape[0])
         scope, scope_params = scope_rowids(self, namespace, request, window)
@@ -250,10 +240,9 @@ class PostgresDialect(Dialect):
                 if indexed and not self._indexes.ready(conn, dimensions):
                     build = True  # outside this transaction: a concurrent build waits for it
                 elif indexed:
-                    found = self._approximate(conn, namespace, request, window, embedder_id,
-                                              query, limit)  # fmt: skip
+                    found = self._approximate(conn, lane, embedder_id, query)
                     if found is not None and len(found) >= min(limit, embedded):
-                        return self._hits(found[:limit], request), total - embedded
+                        return hits(found[:limit], request, _last), total - embedded
                 if not build:  # no index, or it ran out before the scope did: rank exactly
                     total, embedded, chosen = vectors.exact(
                         conn, namespace, scope, scope_params, embedder_id, query, limit
@@ -266,39 +255,21 @@ class PostgresDialect(Dialect):
                 ).fetchall()
         if build:
             self._indexes.ensure(self.db, dimensions)
-            return self.semantic(namespace, request, window, embedder_id, query, limit)
-        hits = [
-            (record_from_row(row, with_payload=request.include_payload), chosen[row[0]])
-            for row in rows
-        ]
-        hits.sort(key=lambda hit: (-hit[1], hit[0].id))
-        return hits[:limit], total - embedded
+            return self.semantic(lane, embedder_id, query)
+        return best(hits(rows, request, lambda row: chosen[row[0]]), limit), total - embedded
 
     def _approximate(
-        self,
-        conn: Connection,
-        namespace: str,
-        request: SearchRequest,
-        window: Window | None,
-        embedder_id: str,
-        query: np.ndarray,
-        limit: int,
+        self, conn: Connection, lane: Lane, embedder_id: str, query: np.ndarray
     ) -> list[tuple[Any, ...]] | None:
         """The HNSW lane's rows (record columns, then similarity), best first."""
-        where, params = scope_clause(self, "r", namespace, request, window)
+        where, params = scope_clause(self, "r", lane.namespace, lane.request, lane.window)
+        limit = lane.limit
         # the relaxed scan's first rows are not always the nearest: read twice as
         # many, keep the best (recall 0.87 -> 0.91 at 100k, bench/backends.py)
         return vectors.approximate(
-            conn, namespace, prefixed("r"), where, params, embedder_id, query, 2 * limit,
+            conn, lane.namespace, prefixed("r"), where, params, embedder_id, query, 2 * limit,
             ef_search=min(1000, max(100, 2 * limit)),
         )  # fmt: skip
-
-    @staticmethod
-    def _hits(rows: list[tuple[Any, ...]], request: SearchRequest) -> list[tuple[Record, float]]:
-        return [
-            (record_from_row(row, with_payload=request.include_payload), float(row[-1]))
-            for row in rows
-        ]
 
     def build_vector_index(self, dimensions: int) -> None:
         self._indexes.ensure(self.db, dimensions)

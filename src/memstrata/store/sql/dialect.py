@@ -17,6 +17,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
@@ -47,6 +48,17 @@ class Database(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One lane's part of a search: the namespace, the request, its time window
+    (None: include historical) and how many hits the lane returns."""
+
+    namespace: str
+    request: SearchRequest
+    window: Window | None
+    limit: int
 
 
 class Dialect(ABC):
@@ -144,21 +156,13 @@ class Dialect(ABC):
     # -- lanes ----------------------------------------------------------------------
 
     @abstractmethod
-    def lexical(
-        self, namespace: str, request: SearchRequest, window: Window | None, limit: int
-    ) -> list[tuple[Record, float]]:
+    def lexical(self, lane: Lane) -> list[tuple[Record, float]]:
         """The full-text lane: the best ``limit`` in-scope records by the engine's text
         rank (higher is better), ties by id."""
 
     @abstractmethod
     def semantic(
-        self,
-        namespace: str,
-        request: SearchRequest,
-        window: Window | None,
-        embedder_id: str,
-        query: np.ndarray,
-        limit: int,
+        self, lane: Lane, embedder_id: str, query: np.ndarray
     ) -> tuple[list[tuple[Record, float]], int]:
         """The vector lane: the best ``limit`` in-scope records by cosine (ties by id)
         and how many in-scope records have no vector yet."""

@@ -4,11 +4,19 @@ for both dialects (their ``records`` tables have these columns, in any order).""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from memstrata.domain.records import Origin, Record
+from memstrata.domain.search import SearchRequest
 from memstrata.domain.time import from_us, to_us
+
+#: The columns a record's row is written with (every one but the rowid).
+ROW_FIELDS = (
+    "namespace", "id", "content", "content_hash", "payload", "metadata", "tags", "kind", "key",
+    "trust", "source", "origin", "created_at", "updated_at", "valid_from", "valid_to",
+    "deleted_at", "supersedes", "superseded_by", "version",
+)  # fmt: skip
 
 COLUMNS = (
     "rowid, namespace, id, content, content_hash, payload, metadata, tags, kind, key, trust,"
@@ -93,3 +101,21 @@ def row_values(record: Record) -> dict[str, Any]:
         "superseded_by": record.superseded_by,
         "version": record.version,
     }
+
+
+def hits(
+    rows: Iterable[Sequence[Any]],
+    request: SearchRequest,
+    score: Callable[[Sequence[Any]], float],
+) -> list[tuple[Record, float]]:
+    """(record, score) per row selected with ``COLUMNS`` first, the payload kept only
+    if the search asks for it."""
+    return [
+        (record_from_row(row, with_payload=request.include_payload), score(row)) for row in rows
+    ]
+
+
+def best(found: list[tuple[Record, float]], limit: int) -> list[tuple[Record, float]]:
+    """The ``limit`` highest scores, ties by id."""
+    found.sort(key=lambda hit: (-hit[1], hit[0].id))
+    return found[:limit]

@@ -23,7 +23,7 @@ from memstrata.domain.records import Record
 from memstrata.domain.search import ExpireRequest, SearchRequest
 from memstrata.domain.time import Window
 from memstrata.store.sql import expiry
-from memstrata.store.sql.dialect import Database, Dialect, Tx
+from memstrata.store.sql.dialect import Database, Dialect, Lane, Tx
 from memstrata.store.sql.rows import record_from_snapshot
 from memstrata.store.sql.scope import metadata_clause
 from memstrata.store.sql.writes import Writes, fetch, missing
@@ -213,7 +213,7 @@ class SqlStore:
     ) -> list[tuple[Record, float]]:
         """The dialect's full-text lane within the scope; higher scores are better,
         ties by id."""
-        return self.dialect.lexical(namespace, request, window, limit)
+        return self.dialect.lexical(Lane(namespace, request, window, limit))
 
     def semantic(
         self,
@@ -228,7 +228,7 @@ class SqlStore:
 
         Returns the best ``limit`` hits (ties by id) and how many in-scope records had
         no vector yet (``unembedded``)."""
-        return self.dialect.semantic(namespace, request, window, embedder_id, query, limit)
+        return self.dialect.semantic(Lane(namespace, request, window, limit), embedder_id, query)
 
     def build_vector_index(self, dimensions: int) -> None:
         """Builds the vector index of one dimension now, where the dialect keeps one (a

@@ -16,24 +16,19 @@ import numpy as np
 from memstrata.domain.records import Record
 from memstrata.domain.search import SearchRequest, query_words
 from memstrata.domain.time import Window, now_us
-from memstrata.store.sql.dialect import Dialect
-from memstrata.store.sql.rows import COLUMNS, prefixed, record_from_row
+from memstrata.store.sql.dialect import Dialect, Lane
+from memstrata.store.sql.rows import COLUMNS, ROW_FIELDS, best, hits, prefixed
 from memstrata.store.sql.scope import scope_clause, scope_rowids
 from memstrata.store.sqlite.connection import Database, translated
 from memstrata.store.sqlite.migrations import apply_migrations
 from memstrata.store.sqlite.vectors import VectorCache, top_k
 
-_ROW_FIELDS = (
-    "namespace", "id", "content", "content_hash", "payload", "metadata", "tags", "kind", "key",
-    "trust", "source", "origin", "created_at", "updated_at", "valid_from", "valid_to",
-    "deleted_at", "supersedes", "superseded_by", "version",
-)  # fmt: skip
 _INSERT = (
-    f"INSERT INTO records ({', '.join(_ROW_FIELDS)}) "
-    f"VALUES ({', '.join(':' + name for name in _ROW_FIELDS)})"
+    f"INSERT INTO records ({', '.join(ROW_FIELDS)}) "
+    f"VALUES ({', '.join(':' + name for name in ROW_FIELDS)})"
 )
 _UPDATE = (
-    f"UPDATE records SET {', '.join(f'{name} = :{name}' for name in _ROW_FIELDS)} "
+    f"UPDATE records SET {', '.join(f'{name} = :{name}' for name in ROW_FIELDS)} "
     "WHERE rowid = :rowid"
 )
 # Vector seqs come from a counter, not max(seq) + 1: a hard delete removes vector rows,
@@ -132,10 +127,9 @@ class SqliteDialect(Dialect):
 
     # -- lanes ----------------------------------------------------------------------
 
-    def lexical(
-        self, namespace: str, request: SearchRequest, window: Window | None, limit: int
-    ) -> list[tuple[Record, float]]:
+    def lexical(self, lane: Lane) -> list[tuple[Record, float]]:
         """BM25 over content within the scope."""
+        namespace, request, window, limit = lane.namespace, lane.request, lane.window, lane.limit
         match = fts_query(request.query or "")
         if match is None:
             return []
@@ -147,10 +141,7 @@ class SqliteDialect(Dialect):
                 f" WHERE records_fts MATCH ? AND {where} ORDER BY rank, r.id LIMIT ?",
                 [match, *params, limit],
             ).fetchall()
-        return [
-            (record_from_row(row, with_payload=request.include_payload), -float(row[-1]))
-            for row in rows
-        ]
+        return hits(rows, request, lambda row: -float(row[-1]))
 
     def in_scope(
         self,
@@ -171,15 +162,10 @@ class SqliteDialect(Dialect):
         return np.fromstring(listed, dtype=np.int64, sep=",")
 
     def semantic(
-        self,
-        namespace: str,
-        request: SearchRequest,
-        window: Window | None,
-        embedder_id: str,
-        query: np.ndarray,
-        limit: int,
+        self, lane: Lane, embedder_id: str, query: np.ndarray
     ) -> tuple[list[tuple[Record, float]], int]:
         """Exact cosine over the in-scope records, from the in-process matrix."""
+        namespace, request, window, limit = lane.namespace, lane.request, lane.window, lane.limit
         with self.db.snapshot() as conn:
             in_scope = self.in_scope(conn, namespace, request, window)
             if in_scope.shape[0] == 0:
@@ -195,12 +181,7 @@ class SqliteDialect(Dialect):
             by_rowid = {int(rowids[i]): float(similarities[i]) for i in chosen}
             test, params = self.in_list("rowid", list(by_rowid))
             records = conn.execute(f"SELECT {COLUMNS} FROM records WHERE {test}", params).fetchall()
-        hits = [
-            (record_from_row(row, with_payload=request.include_payload), by_rowid[row[0]])
-            for row in records
-        ]
-        hits.sort(key=lambda hit: (-hit[1], hit[0].id))
-        return hits[:limit], unembedded
+        return best(hits(records, request, lambda row: by_rowid[row[0]]), limit), unembedded
 
     def vectors_for(
         self, namespace: str, ids: Sequence[str], embedder_id: str
