@@ -149,6 +149,9 @@ class _AnnouncingStore:
 
 
 class Service:
+    """The one façade every adapter calls: validates input, applies the policy,
+    reads the clock once per call, and drives the store, the embedders and jobs."""
+
     def __init__(
         self,
         store: Store,
@@ -177,12 +180,14 @@ class Service:
         return Access(self.store)
 
     def close(self) -> None:
+        """Stops background jobs and releases the embedders and the store."""
         if self.background is not None:
             self.background.stop()
         self.embedders.close()
         self.store.close()
 
     def embedder_for(self, namespace: str) -> Embedder | None:
+        """The embedder bound to ``namespace`` (None: the namespace has none)."""
         return self.embedders.for_namespace(namespace)
 
     # -- writes ---------------------------------------------------------------
@@ -190,6 +195,8 @@ class Service:
     def upsert(
         self, namespace: str, records: Sequence[Record], *, actor: str = LOCAL_ACTOR
     ) -> UpsertResult:
+        """Validates and writes ``records`` as one all-or-nothing batch (each created or
+        revised by the revision rules), embedding what the namespace's embedder can."""
         validate_namespace(namespace)
         if not records:
             raise InvalidInput("records must hold at least one record")
@@ -265,6 +272,8 @@ class Service:
     def set_embedding(
         self, namespace: str, record_id: str, vector: list[float], *, actor: str = LOCAL_ACTOR
     ) -> None:
+        """Stores a caller-computed vector for a record, checked against the
+        namespace's embedder dimensions."""
         validate_namespace(namespace)
         validate_record_id(record_id)
         embedder = self.embedder_for(namespace)
@@ -293,11 +302,14 @@ class Service:
     def supersede(
         self, namespace: str, old_id: str, record: Record, *, actor: str = LOCAL_ACTOR
     ) -> UpsertResult:
+        """Writes ``record`` as the successor of ``old_id`` (closing the old one)."""
         return self.upsert(namespace, [superseding(record, old_id)], actor=actor)
 
     def invalidate(
         self, namespace: str, record_id: str, at: int | None = None, *, actor: str = LOCAL_ACTOR
     ) -> int:
+        """Ends a record's validity at ``at`` (default now) without a successor;
+        returns the current version."""
         validate_namespace(namespace)
         validate_record_id(record_id)
         now = now_us()
@@ -308,11 +320,13 @@ class Service:
     def delete(
         self, namespace: str, record_id: str, *, hard: bool = False, actor: str = LOCAL_ACTOR
     ) -> None:
+        """Soft deletes (a tombstone; history kept) or hard deletes every trace."""
         validate_namespace(namespace)
         validate_record_id(record_id)
         self.store.delete(namespace, record_id, hard=hard, now=now_us(), actor=actor)
 
     def expire(self, namespace: str, request: ExpireRequest, *, actor: str = LOCAL_ACTOR) -> int:
+        """Applies an expire request within the policy caps; returns how many records."""
         validate_namespace(namespace)
         self.policy.check_expire(request)
         return self.store.expire(namespace, request, now=now_us(), actor=actor)
@@ -320,6 +334,7 @@ class Service:
     def verify(
         self, namespace: str, record_id: str, reviewer: str, *, actor: str = LOCAL_ACTOR
     ) -> int:
+        """Marks a record verified by ``reviewer``; returns the current version."""
         validate_namespace(namespace)
         validate_record_id(record_id)
         if not reviewer or not reviewer.strip():
@@ -383,12 +398,14 @@ class Service:
         return self.store.jobs(namespace)
 
     def job(self, job_id: int) -> dict[str, Any]:
+        """One job by id, or :class:`NotFound`."""
         # ids are 64-bit integers in both stores: a larger number names no job
         for job in self.store.jobs(job_id=job_id) if abs(job_id) < 2**63 else []:
             return job
         raise NotFound(f"job {job_id} does not exist")
 
     def namespaces(self) -> list[str]:
+        """Every namespace written to, by name."""
         return self.store.namespaces()
 
     def audit(self, namespace: str) -> dict[str, Any]:
@@ -417,12 +434,14 @@ class Service:
             self.background.schedule(namespace)
 
     def backlog(self, namespace: str) -> int:
+        """How many records of ``namespace`` have no vector from its embedder yet."""
         embedder = self.embedder_for(namespace)
         return self.store.backlog_count(namespace, embedder.embedder_id) if embedder else 0
 
     # -- reads ----------------------------------------------------------------
 
     def get(self, namespace: str, record_id: str, version: int | None = None) -> Record:
+        """The current record, or one of its versions; :class:`NotFound` if none."""
         validate_namespace(namespace)
         validate_record_id(record_id)
         if version is not None and version < 1:
@@ -438,11 +457,14 @@ class Service:
             raise
 
     def history(self, namespace: str, record_id: str) -> list[Record]:
+        """Every record of the supersession chain through ``record_id``, oldest first."""
         validate_namespace(namespace)
         validate_record_id(record_id)
         return self.store.history(namespace, record_id)
 
     def search(self, namespace: str, request: SearchRequest) -> SearchResult:
+        """Runs a search (lexical, semantic or hybrid; scoped in time) within the policy
+        caps, fusing lanes and reporting what could not be searched as warnings."""
         validate_namespace(namespace)
         self.policy.check_search(request)
         if request.expand:

@@ -39,7 +39,6 @@ class ServerUnreachable(MemstrataError):
     """The server could not be reached, or did not answer in time."""
 
     code = "memstrata.client.unreachable"
-    http_status = 503
 
 
 class _History(BaseModel):
@@ -237,5 +236,4 @@ def _error_from(response: httpx.Response) -> MemstrataError:
         return cls(message)
     unknown = MemstrataError(message)
     unknown.code = code
-    unknown.http_status = response.status_code
     return unknown

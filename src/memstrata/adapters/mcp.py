@@ -50,10 +50,11 @@ from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from memstrata.access import Caller
+from memstrata.adapters.rest_models import http_status
 from memstrata.domain.auth import Capability, Token
 from memstrata.domain.errors import Forbidden, InvalidInput, MemstrataError
 from memstrata.domain.records import Record
-from memstrata.domain.search import SearchRequest, SearchResult
+from memstrata.domain.search import SearchRequest, SearchResult, between_option
 from memstrata.domain.validation import as_invalid_input, parse_model
 from memstrata.service import Service
 
@@ -395,9 +396,9 @@ class MemoryTools:
         request: dict[str, Any] = args.model_dump(
             exclude={"namespace", "from_", "until"}, exclude_none=True
         )
-        if args.from_ is not None or args.until is not None:
-            window = {"from": args.from_, "until": args.until}
-            request["between"] = {end: at for end, at in window.items() if at is not None}
+        between = between_option(args.from_, args.until)
+        if between is not None:
+            request["between"] = between
         result = caller.search(namespace, parse_model(SearchRequest, request))
         return SearchMemoriesResult.of(result)
 
@@ -652,10 +653,11 @@ class McpHttpApp:
                 if not token.allows(Capability.READ):
                     raise Forbidden(f"token {token.id} lacks the 'read' capability")
             except MemstrataError as error:
+                status = http_status(error)
                 response = JSONResponse(
                     {"error": {"code": error.code, "message": error.message}},
-                    status_code=error.http_status,
-                    headers={"WWW-Authenticate": "Bearer"} if error.http_status == 401 else None,
+                    status_code=status,
+                    headers={"WWW-Authenticate": "Bearer"} if status == 401 else None,
                 )
                 await response(scope, receive, send)
                 return

@@ -14,7 +14,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.json_schema import models_json_schema
 
-from memstrata.domain.errors import InvalidInput
+from memstrata.domain.errors import InvalidInput, MemstrataError
 from memstrata.domain.records import NAMESPACE_PATTERN, Instant, Record
 from memstrata.domain.search import ExpireRequest, SearchRequest
 from memstrata.domain.time import format_instant
@@ -192,7 +192,31 @@ ERROR_STATUSES = {
     412: "An if_version precondition failed (memstrata.write.version_conflict)",
     422: "Over a policy cap, including the body size (memstrata.policy.limit)",
     502: "An embedding provider failed (memstrata.provider.failed)",
+    503: "The database cannot be used (memstrata.storage.unavailable)",
 }
+
+#: The HTTP status of each error code (SPEC §13), for REST and MCP over HTTP alike;
+#: a code not listed is a server error.
+HTTP_STATUS: dict[str, int] = {
+    "memstrata.input.invalid": 400,
+    "memstrata.auth.unauthenticated": 401,
+    "memstrata.auth.forbidden": 403,
+    "memstrata.not_found": 404,
+    "memstrata.write.conflict": 409,
+    "memstrata.write.version_conflict": 412,
+    "memstrata.policy.limit": 422,
+    "memstrata.search.semantic_unavailable": 409,
+    "memstrata.search.reindex_needed": 409,
+    "memstrata.provider.failed": 502,
+    "memstrata.storage.unavailable": 503,
+    "memstrata.client.unreachable": 503,
+}
+
+
+def http_status(error: MemstrataError) -> int:
+    """The HTTP status an error is answered with."""
+    return HTTP_STATUS.get(error.code, 500)
+
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorResponse, "description": text} for status, text in ERROR_STATUSES.items()

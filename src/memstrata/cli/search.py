@@ -21,7 +21,7 @@ from memstrata.cli.options import (
     parse_pairs,
     parse_wheres,
 )
-from memstrata.domain.search import SearchRequest
+from memstrata.domain.search import SearchRequest, between_option
 from memstrata.domain.validation import parse_model
 
 Instant = str | None
@@ -124,10 +124,9 @@ def search(
         "created_before": created_before,
     }
     options.update({name: value for name, value in given.items() if value is not None})
-    if from_ is not None or until is not None:
-        # One end alone is still passed, so the domain's error names the missing one.
-        window = {"from": from_, "until": until}
-        options["between"] = {end: value for end, value in window.items() if value is not None}
+    between = between_option(from_, until)
+    if between is not None:
+        options["between"] = between
     # Parsed before the store opens, so a mistake in the options is reported as such
     # even where there is no store yet.
     request = parse_model(SearchRequest, {"query": query, **options})

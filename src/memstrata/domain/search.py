@@ -98,6 +98,16 @@ KindScope = Annotated[str | None, AfterValidator(_lower_kind)]
 """A kind to scope by, compared as stored: trimmed and lower case."""
 
 
+def between_option(start: Any, end: Any) -> dict[str, Any] | None:
+    """The ``between`` option of a period given as two separate options (``from`` and
+    ``until``, either None), or None when neither is. One end alone is still passed,
+    so the request's own error names the missing one."""
+    if start is None and end is None:
+        return None
+    window = {"from": start, "until": end}
+    return {name: at for name, at in window.items() if at is not None}
+
+
 class Between(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
