@@ -170,19 +170,17 @@ def reply(data: Any, status_code: int = 200) -> JSONResponse:
 
 # -- routes, one router per resource (in the order the schema lists them) -----------
 
-records_router = APIRouter()
-search_router = APIRouter()
-namespaces_router = APIRouter()
-jobs_router = APIRouter()
-health_router = APIRouter()
+records_router = APIRouter(tags=[RECORDS], responses=ERROR_RESPONSES)
+search_router = APIRouter(tags=[RECORDS], responses=ERROR_RESPONSES)
+namespaces_router = APIRouter(tags=[OPERATIONS], responses=ERROR_RESPONSES)
+jobs_router = APIRouter(tags=[OPERATIONS], responses=ERROR_RESPONSES)
+health_router = APIRouter(tags=[OPERATIONS])
 
 
 @records_router.post(
     "/v1/namespaces/{ns}/records",
     response_model=UpsertResult,
-    responses=ERROR_RESPONSES,
     openapi_extra=body_schema(UpsertBody),
-    tags=[RECORDS],
     summary="Write records (atomic upsert)",
 )
 def upsert(ns: Namespace, raw: Body, who: CallerDep) -> Response:
@@ -193,8 +191,6 @@ def upsert(ns: Namespace, raw: Body, who: CallerDep) -> Response:
 @records_router.get(
     "/v1/namespaces/{ns}/records/{id}",
     response_model=Record,
-    responses=ERROR_RESPONSES,
-    tags=[RECORDS],
     summary="Read a record, or one of its versions",
 )
 def get_record(
@@ -213,8 +209,6 @@ def get_record(
     "/v1/namespaces/{ns}/records/{id}",
     status_code=204,
     response_class=Response,
-    responses=ERROR_RESPONSES,
-    tags=[RECORDS],
     summary="Soft delete (tombstone), or hard delete every trace",
 )
 def delete_record(
@@ -230,9 +224,7 @@ def delete_record(
 @records_router.post(
     "/v1/namespaces/{ns}/records/{id}/invalidate",
     response_model=VersionResponse,
-    responses=ERROR_RESPONSES,
     openapi_extra=body_schema(InvalidateBody, required=False),
-    tags=[RECORDS],
     summary="Close a record's validity without a replacement",
 )
 def invalidate(ns: Namespace, record_id: RecordId, raw: Body, who: CallerDep) -> Response:
@@ -244,9 +236,7 @@ def invalidate(ns: Namespace, record_id: RecordId, raw: Body, who: CallerDep) ->
 @records_router.post(
     "/v1/namespaces/{ns}/records/{id}/verify",
     response_model=VersionResponse,
-    responses=ERROR_RESPONSES,
     openapi_extra=body_schema(VerifyBody),
-    tags=[RECORDS],
     summary="Promote a record to verified (admin)",
 )
 def verify(ns: Namespace, record_id: RecordId, raw: Body, who: CallerDep) -> Response:
@@ -258,9 +248,7 @@ def verify(ns: Namespace, record_id: RecordId, raw: Body, who: CallerDep) -> Res
     "/v1/namespaces/{ns}/records/{id}/embedding",
     status_code=204,
     response_class=Response,
-    responses=ERROR_RESPONSES,
     openapi_extra=body_schema(EmbeddingBody),
-    tags=[RECORDS],
     summary="Store a caller-computed vector for a record",
 )
 def set_embedding(ns: Namespace, record_id: RecordId, raw: Body, who: CallerDep) -> Response:
@@ -272,8 +260,6 @@ def set_embedding(ns: Namespace, record_id: RecordId, raw: Body, who: CallerDep)
 @records_router.get(
     "/v1/namespaces/{ns}/records/{id}/history",
     response_model=HistoryResponse,
-    responses=ERROR_RESPONSES,
-    tags=[RECORDS],
     summary="Every version of the knowledge, oldest first",
 )
 def history(ns: Namespace, record_id: RecordId, who: CallerDep) -> Response:
@@ -283,9 +269,7 @@ def history(ns: Namespace, record_id: RecordId, who: CallerDep) -> Response:
 @search_router.post(
     "/v1/namespaces/{ns}/search",
     response_model=SearchResult,
-    responses=ERROR_RESPONSES,
     openapi_extra=body_schema(SearchRequest),
-    tags=[RECORDS],
     summary="Search: lexical, semantic or hybrid, scoped in time",
 )
 def search(ns: Namespace, raw: Body, who: CallerDep, http: Request) -> Response:
@@ -300,9 +284,7 @@ def search(ns: Namespace, raw: Body, who: CallerDep, http: Request) -> Response:
 @search_router.post(
     "/v1/namespaces/{ns}/expire",
     response_model=ExpireResponse,
-    responses=ERROR_RESPONSES,
     openapi_extra=body_schema(ExpireRequest),
-    tags=[RECORDS],
     summary="Invalidate or delete up to max_rows matching records",
 )
 def expire(ns: Namespace, raw: Body, who: CallerDep) -> Response:
@@ -313,8 +295,6 @@ def expire(ns: Namespace, raw: Body, who: CallerDep) -> Response:
 @namespaces_router.get(
     "/v1/namespaces",
     response_model=NamespaceList,
-    responses=ERROR_RESPONSES,
-    tags=[OPERATIONS],
     summary="The namespaces this token may see",
 )
 def namespaces(who: CallerDep) -> Response:
@@ -327,8 +307,6 @@ def namespaces(who: CallerDep) -> Response:
 @namespaces_router.get(
     "/v1/namespaces/{ns}/audit",
     response_model=Audit,
-    responses=ERROR_RESPONSES,
-    tags=[OPERATIONS],
     summary="A namespace's embedder, vector backlog and recent jobs",
 )
 def audit(ns: Namespace, who: CallerDep) -> Response:
@@ -340,9 +318,7 @@ def audit(ns: Namespace, who: CallerDep) -> Response:
     "/v1/jobs",
     status_code=202,
     response_model=Job,
-    responses=ERROR_RESPONSES,
     openapi_extra=body_schema(JobBody),
-    tags=[OPERATIONS],
     summary="Start an embed or reindex job (admin)",
 )
 def start_job(raw: Body, who: CallerDep) -> Response:
@@ -353,8 +329,6 @@ def start_job(raw: Body, who: CallerDep) -> Response:
 @jobs_router.get(
     "/v1/jobs/{job_id}",
     response_model=Job,
-    responses=ERROR_RESPONSES,
-    tags=[OPERATIONS],
     summary="One job (admin)",
 )
 def get_job(job_id: int, who: CallerDep) -> Response:
@@ -364,8 +338,6 @@ def get_job(job_id: int, who: CallerDep) -> Response:
 @jobs_router.get(
     "/v1/jobs",
     response_model=JobList,
-    responses=ERROR_RESPONSES,
-    tags=[OPERATIONS],
     summary="Jobs, oldest first (admin)",
 )
 def list_jobs(
@@ -377,7 +349,7 @@ def list_jobs(
     return reply({"jobs": [job_json(job) for job in who.jobs(namespace)]})
 
 
-@health_router.get("/healthz", response_model=Health, tags=[OPERATIONS], summary="Liveness")
+@health_router.get("/healthz", response_model=Health, summary="Liveness")
 def healthz() -> Response:
     return reply({"status": "ok"})
 
