@@ -1,8 +1,6 @@
-"""Versioned schema migrations for the PostgreSQL store.
-
-Each migration is a named function registered in order; the applied ones are
-recorded in ``schema_migrations``. Opening a database runs what is missing, all in
-one transaction under an advisory lock, so two processes starting together apply
+"""The PostgreSQL store's DDL: its migrations, run by the shared runner
+(:mod:`memstrata.store.sql.migrate`). Opening a database runs what is missing, all
+in one transaction under an advisory lock, so two processes starting together apply
 each migration exactly once (DDL is transactional in PostgreSQL).
 
 Every table that holds a namespace's data carries ``namespace`` in its primary key
