@@ -21,9 +21,9 @@ from memstrata.domain.validation import parse_model
 from memstrata.embedding import HashEmbedder
 from memstrata.memory import resolve_target
 from memstrata.store.postgres import vectors
-from memstrata.store.postgres.connection import with_schema
+from memstrata.store.postgres.connection import Connection, with_schema
 from memstrata.store.postgres.dialect import PostgresDialect
-from memstrata.store.postgres.migrations import MIGRATIONS
+from memstrata.store.postgres.migrations import MIGRATIONS, pending
 from memstrata.store.sql.rows import prefixed
 from memstrata.store.sql.scope import scope_clause, scope_rowids
 from memstrata.store.sql.store import SqlStore
@@ -183,3 +183,10 @@ def test_a_store_in_public_does_not_pass_for_a_schema_of_its_own(
     finally:
         with psycopg.connect(postgres_server.url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'.encode())
+
+
+def test_a_migrated_schema_has_nothing_pending(pg_target: str) -> None:
+    """Once migrated, opening again finds nothing to do without taking the lock."""
+    memstrata.open(pg_target, embedder="none").close()
+    with psycopg.connect(pg_target) as conn:
+        assert not pending(Connection(conn))

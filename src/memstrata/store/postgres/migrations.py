@@ -268,9 +268,10 @@ def _ensure_vector_extension(conn: Connection) -> None:
 def pending(conn: Connection) -> bool:
     """Whether any migration is missing (a cheap check without a lock)."""
     # In this store's own schema: through the search path, a store in `public` would
-    # pass for this one, and every statement would then reach public's tables.
+    # pass for this one, and every statement would then reach public's tables. (No
+    # parameters: the text is sent as written, so '%I' is format()'s own.)
     row = conn.execute(
-        "SELECT to_regclass(format('%%I.schema_migrations', current_schema())) IS NOT NULL"
+        "SELECT to_regclass(format('%I.schema_migrations', current_schema())) IS NOT NULL"
     ).fetchone()
     if not row or not row[0]:
         return True
