@@ -43,6 +43,7 @@ from memstrata.service import Policy
 CONFIG_ENV = "MEMSTRATA_CONFIG"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7077
+DEFAULT_GRPC_PORT = 7078
 
 _file_data: ContextVar[dict[str, Any] | None] = ContextVar("memstrata_config_file", default=None)
 
@@ -62,7 +63,9 @@ class ServerSettings(BaseModel):
 
     host: str = DEFAULT_HOST
     port: int = Field(default=DEFAULT_PORT, ge=1, le=65535)
-    grpc_port: int | None = Field(default=None, ge=1, le=65535)
+    grpc_port: int = Field(
+        default=DEFAULT_GRPC_PORT, ge=0, le=65535, description="gRPC beside REST; 0 = off"
+    )
 
 
 class AuthSettings(BaseModel):

@@ -1,7 +1,7 @@
-"""Server commands: ``serve`` runs the REST API; ``token create|list|disable`` manage
-who may call it.
+"""Server commands: ``serve`` runs the REST API and the gRPC service; ``token
+create|list|disable`` manage who may call them.
 
-    memstrata serve [--config FILE] [--host H] [--port P] [--no-auth]
+    memstrata serve [--config FILE] [--host H] [--port P] [--grpc-port G] [--no-auth]
     memstrata token create [--read-only | --admin] [--namespace NS]... [--name NAME]
     memstrata token list
     memstrata token disable ID
@@ -13,6 +13,10 @@ first. ``--no-auth`` is refused unless the server binds a loopback address.
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from types import FrameType
 from typing import Annotated, Any, Literal
 
 import typer
@@ -93,6 +97,12 @@ def serve(
             help="Port to listen on (default 7077).",
         ),
     ] = None,
+    grpc_port: Annotated[
+        int | None,
+        typer.Option(
+            "--grpc-port", metavar="PORT", help="gRPC port (default 7078; 0 turns gRPC off)."
+        ),
+    ] = None,
     no_auth: Annotated[
         bool,
         typer.Option(
@@ -104,9 +114,11 @@ def serve(
         typer.Option("--log-level", metavar="LEVEL", help="debug, info, warning or error."),
     ] = "info",
 ) -> None:
-    """Serve the REST API (OpenAPI at /openapi.json, metrics at /metrics)."""
+    """Serve the REST API (OpenAPI at /openapi.json, metrics at /metrics) and, beside it
+    on one service, the gRPC service memstrata.semantic.v1.Semantic."""
     import uvicorn
 
+    from memstrata.adapters.grpc.server import serving
     from memstrata.adapters.rest import create_app
     from memstrata.adapters.rest_observe import configure_logging
 
@@ -115,28 +127,62 @@ def serve(
         server["host"] = host
     if port is not None:
         server["port"] = port
+    if grpc_port is not None:
+        server["grpc_port"] = grpc_port
     overrides: dict[str, Any] = {"server": server} if server else {}
     if no_auth:
         overrides["auth"] = {"enabled": False}
     settings = settings_for(ctx, config, overrides)
     settings.check_exposure()
     configure_logging(log_level)
-    app = create_app(None, settings)
     where = f"{settings.server.host}:{settings.server.port}"
     if ":" in settings.server.host:
         where = f"[{settings.server.host}]:{settings.server.port}"
-    output.print_note(
-        f"memstrata serving http://{where} (auth {'on' if settings.auth.enabled else 'off'})"
-    )
-    uvicorn.run(
-        app,
-        host=settings.server.host,
-        port=settings.server.port,
-        log_config=None,
-        access_log=False,
-        server_header=False,
-        log_level=log_level,
-    )
+    try:
+        with ExitStack() as running, _terminated_raises():
+            # one service for REST, MCP and gRPC, closed after both servers have stopped
+            memory = running.enter_context(open_configured(settings, background_jobs=True))
+            grpc_note = "gRPC off"
+            if settings.server.grpc_port:
+                bound = running.enter_context(serving(memory.service, settings))
+                grpc_note = f"gRPC on port {bound}"
+            output.print_note(
+                f"memstrata serving http://{where} and {grpc_note} "
+                f"(auth {'on' if settings.auth.enabled else 'off'})"
+            )
+            uvicorn.run(
+                create_app(memory.service, settings),
+                host=settings.server.host,
+                port=settings.server.port,
+                log_config=None,
+                access_log=False,
+                server_header=False,
+                log_level=log_level,
+            )
+    except _Terminated:
+        # both servers and the service are stopped: now end as SIGTERM ends a process
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.raise_signal(signal.SIGTERM)
+
+
+class _Terminated(Exception):
+    """SIGTERM arrived; raised so that everything ``serve`` started is stopped in order."""
+
+
+@contextmanager
+def _terminated_raises() -> Iterator[None]:
+    """Turns SIGTERM into :class:`_Terminated` for the block. uvicorn catches SIGTERM
+    itself, shuts REST down, and raises it again once it returns; this handler is the
+    one it raises it to, so gRPC and the service then stop before the process ends."""
+
+    def raise_terminated(signum: int, frame: FrameType | None) -> None:
+        raise _Terminated
+
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _token_json(token: Token) -> dict[str, Any]:

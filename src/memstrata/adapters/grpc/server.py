@@ -1,0 +1,89 @@
+"""The gRPC server beside REST: the Semantic service, health checking and reflection.
+
+:func:`serving` binds ``[server] host`` : ``grpc_port``, serves until the block ends,
+then stops: health turns NOT_SERVING, new calls are refused, calls in flight get
+:data:`GRACE_SECONDS` to finish. ``memstrata serve`` runs it around uvicorn, on the
+same :class:`~memstrata.service.Service` as REST and MCP.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from memstrata.adapters.grpc._generated import semantic_pb2 as pb
+from memstrata.adapters.grpc._generated import semantic_pb2_grpc as pb_grpc
+from memstrata.adapters.grpc.servicer import SemanticServicer
+from memstrata.config import Settings
+from memstrata.domain.errors import InvalidInput
+from memstrata.service import Service
+
+log = logging.getLogger("memstrata.grpc")
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Semantic"].full_name
+GRACE_SECONDS = 5.0
+WORKERS = 8  # calls run on threads, like REST's sync routes; the store is thread-safe
+
+
+def build_server(
+    service: Service, *, auth: bool, max_message_bytes: int
+) -> tuple[grpc.Server, health.HealthServicer, ThreadPoolExecutor]:
+    """A gRPC server (not bound, not started) serving ``service``."""
+    executor = ThreadPoolExecutor(WORKERS, thread_name_prefix="memstrata-grpc")
+    server = grpc.server(
+        executor,
+        options=[
+            # the REST body cap, so one request may be as large on either wire
+            ("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.so_reuseport", 0),  # a port in use is an error, not a shared listener
+        ],
+    )
+    pb_grpc.add_SemanticServicer_to_server(SemanticServicer(service, auth=auth), server)
+    checks = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(checks, server)
+    reflection.enable_server_reflection(
+        (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+    )
+    return server, checks, executor
+
+
+def address(host: str, port: int) -> str:
+    return f"[{host.strip('[]')}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+@contextmanager
+def serving(service: Service, settings: Settings) -> Iterator[int]:
+    """Serves gRPC on the settings' host and ``grpc_port`` for the block; yields the port."""
+    port = settings.server.grpc_port
+    assert port, "gRPC is off (server.grpc_port = 0)"
+    server, checks, executor = build_server(
+        service, auth=settings.auth.enabled, max_message_bytes=settings.policy.max_body_bytes
+    )
+    where = address(settings.server.host, port)
+    try:
+        bound = server.add_insecure_port(where)
+    except RuntimeError:
+        bound = 0
+    if not bound:
+        executor.shutdown(wait=False)
+        raise InvalidInput(
+            f"server.grpc_port: cannot listen on {where} (in use, or not an address here); "
+            "choose another with --grpc-port or [server] grpc_port (0 turns gRPC off)"
+        )
+    server.start()
+    for name in ("", SERVICE_NAME):
+        checks.set(name, health_pb2.HealthCheckResponse.SERVING)
+    log.info("gRPC serving %s on %s", SERVICE_NAME, where)
+    try:
+        yield bound
+    finally:
+        checks.enter_graceful_shutdown()
+        server.stop(GRACE_SECONDS).wait()
+        executor.shutdown(wait=True)
+        log.info("gRPC stopped")

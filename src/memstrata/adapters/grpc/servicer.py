@@ -1,0 +1,112 @@
+"""The ``memstrata.semantic.v1.Semantic`` servicer: metadata → caller, message → domain
+request (:mod:`.convert`), one call through :class:`~memstrata.access.Caller`, the
+answer back as a message; a :class:`MemstrataError` ends the call with the status of
+:mod:`.status` and its code in the trailing metadata.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import NoReturn, TypeVar
+
+import grpc
+
+from memstrata.access import Access, Caller
+from memstrata.adapters.grpc import convert
+from memstrata.adapters.grpc._generated import semantic_pb2 as pb
+from memstrata.adapters.grpc._generated import semantic_pb2_grpc as pb_grpc
+from memstrata.adapters.grpc.status import ERROR_CODE_KEY, INTERNAL_CODE, status_of
+from memstrata.domain.errors import MemstrataError, Unauthenticated
+from memstrata.service import Service
+
+log = logging.getLogger("memstrata.grpc")
+
+CAPABILITY_KEY = "x-memstrata-capability"
+T = TypeVar("T")
+
+
+def bearer_secret(context: grpc.ServicerContext) -> str | None:
+    """The token in ``x-memstrata-capability: Bearer <token>``, if the call sent one."""
+    for key, value in context.invocation_metadata() or ():
+        if key == CAPABILITY_KEY and isinstance(value, str):
+            scheme, _, secret = value.strip().partition(" ")
+            if scheme.lower() == "bearer" and secret.strip():
+                return secret.strip()
+    return None
+
+
+def abort(
+    context: grpc.ServicerContext, status: grpc.StatusCode, code: str, message: str
+) -> NoReturn:
+    """Ends the call: the status, the message as its details, the code in the trailers."""
+    context.set_trailing_metadata(((ERROR_CODE_KEY, code),))
+    context.abort(status, message)
+    raise AssertionError("context.abort returns only by raising")  # pragma: no cover
+
+
+class SemanticServicer(pb_grpc.SemanticServicer):
+    """Serves one :class:`~memstrata.service.Service`. With ``auth`` off (loopback
+    only) every call acts as ``local``, as over REST."""
+
+    def __init__(self, service: Service, *, auth: bool) -> None:
+        self.service = service
+        self.access = Access(service.store) if auth else None
+
+    def _caller(self, context: grpc.ServicerContext) -> Caller:
+        if self.access is None:
+            return Caller(self.service, None)
+        secret = bearer_secret(context)
+        if secret is None:
+            raise Unauthenticated(
+                f"this server needs a token: send metadata '{CAPABILITY_KEY}: Bearer <token>' "
+                "(create one with `memstrata token create`)"
+            )
+        return Caller(self.service, self.access.authenticate(secret))
+
+    def _serve(self, context: grpc.ServicerContext, call: Callable[[Caller], T]) -> T:
+        try:
+            return call(self._caller(context))
+        except MemstrataError as error:
+            abort(context, status_of(error), error.code, error.message)
+        except Exception:
+            log.exception("unhandled error in a gRPC call")
+            abort(context, grpc.StatusCode.INTERNAL, INTERNAL_CODE,
+                  "internal error; the server log has the details")  # fmt: skip
+
+    def Upsert(self, request: pb.UpsertRequest, context: grpc.ServicerContext) -> pb.UpsertResponse:
+        def call(who: Caller) -> pb.UpsertResponse:
+            records = convert.records(request.records)
+            return convert.upsert_response(who.upsert(request.namespace, records))
+
+        return self._serve(context, call)
+
+    def Search(self, request: pb.SearchRequest, context: grpc.ServicerContext) -> pb.SearchResponse:
+        def call(who: Caller) -> pb.SearchResponse:
+            search = convert.search_request(request)
+            result = who.search(request.namespace, search)
+            return convert.search_response(result, include_vector=search.include_vector)
+
+        return self._serve(context, call)
+
+    def Delete(self, request: pb.DeleteRequest, context: grpc.ServicerContext) -> pb.DeleteResponse:
+        def call(who: Caller) -> pb.DeleteResponse:
+            who.delete(request.namespace, request.id, hard=request.hard)
+            return pb.DeleteResponse()
+
+        return self._serve(context, call)
+
+    def Expire(self, request: pb.ExpireRequest, context: grpc.ServicerContext) -> pb.ExpireResponse:
+        def call(who: Caller) -> pb.ExpireResponse:
+            affected = who.expire(request.namespace, convert.expire_request(request))
+            return pb.ExpireResponse(affected=affected)
+
+        return self._serve(context, call)
+
+    def History(
+        self, request: pb.HistoryRequest, context: grpc.ServicerContext
+    ) -> pb.HistoryResponse:
+        def call(who: Caller) -> pb.HistoryResponse:
+            return convert.history_response(who.history(request.namespace, request.id))
+
+        return self._serve(context, call)
