@@ -71,9 +71,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_server(db: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+def start_server(
+    db: Path, port: int, log: Path, grpc_port: int = 0
+) -> subprocess.Popen[bytes]:
+    """``memstrata serve`` on ``port`` (gRPC on ``grpc_port``; 0 = off), once it answers."""
     command = [*CLI, "--db", str(db), "--embedder", "hash", "serve", "--port", str(port),
-               "--log-level", "warning"]  # fmt: skip
+               "--grpc-port", str(grpc_port), "--log-level", "warning"]  # fmt: skip
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log.open("wb"))
     deadline = time.monotonic() + 60
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=2) as client:

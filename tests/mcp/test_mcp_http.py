@@ -81,7 +81,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, kit: Any) -> Iterator[Serve
     with log.open("w") as sink:
         process = subprocess.Popen(
             [script, "--db", str(db), "--embedder", "hash", "serve", "--port", str(port),
-             "--log-level", "warning"],
+             "--grpc-port", "0", "--log-level", "warning"],
             stdout=sink, stderr=sink, env=env,
         )  # fmt: skip
     try:

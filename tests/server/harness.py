@@ -68,6 +68,7 @@ class Server:
     url: str
     db: Path
     process: subprocess.Popen[str]
+    grpc_target: str = ""  # host:port of the gRPC service beside REST
     lines: list[str] = field(default_factory=list)
     changed: threading.Condition = field(default_factory=threading.Condition)
 
@@ -124,9 +125,14 @@ class Server:
 def start_server(
     db: Path, config: Path | None, *args: str, env: dict[str, str] | None = None
 ) -> Server:
-    """Starts ``memstrata serve`` and returns once it accepts connections."""
+    """Starts ``memstrata serve`` and returns once it accepts connections (gRPC on a
+    free port of its own unless ``args`` name one)."""
     port = free_port()
-    command = [*CLI, "--db", str(db), "serve", "--port", str(port), *args]
+    grpc_port = free_port()
+    command = [*CLI, "--db", str(db), "serve", "--port", str(port)]
+    if "--grpc-port" not in args:
+        command += ["--grpc-port", str(grpc_port)]
+    command += args
     if config is not None:
         command += ["--config", str(config)]
     process = subprocess.Popen(
@@ -137,7 +143,9 @@ def start_server(
         text=True,
         env=env,
     )
-    server = Server(url=f"http://127.0.0.1:{port}", db=db, process=process)
+    server = Server(
+        url=f"http://127.0.0.1:{port}", db=db, process=process, grpc_target=f"127.0.0.1:{grpc_port}"
+    )
     ready = threading.Event()
 
     def drain() -> None:
