@@ -66,7 +66,9 @@ def test_no_or_bad_token_is_unauthenticated(
     assert says in (failed.value.details() or "")
 
 
-def test_the_rest_header_is_not_the_grpc_one(channel: grpc.Channel, tokens: Tokens, seeded: str) -> None:
+def test_the_rest_header_is_not_the_grpc_one(
+    channel: grpc.Channel, tokens: Tokens, seeded: str
+) -> None:
     rpc = Rpc(channel, None)
     rpc.metadata = (("authorization", f"Bearer {tokens.admin}"),)
     assert outcome(rpc, "Search", calls(seeded)["Search"][1]) == UNAUTH

@@ -114,7 +114,9 @@ def test_delete_then_include_invalidated(admin: Rpc, ns: str) -> None:
     seed(admin, ns)
     admin.Delete(pb.DeleteRequest(namespace=ns, id="b"))
     assert ids(admin.Search(pb.SearchRequest(namespace=ns, query_text="apple"))) == ["a"]
-    kept = admin.Search(pb.SearchRequest(namespace=ns, query_text="apple", include_invalidated=True))
+    kept = admin.Search(
+        pb.SearchRequest(namespace=ns, query_text="apple", include_invalidated=True)
+    )
     assert ids(kept) == ["a", "b"] and kept.hits[1].record.HasField("deleted_at")
 
     # re-upserting a soft-deleted id resurrects it
@@ -123,7 +125,9 @@ def test_delete_then_include_invalidated(admin: Rpc, ns: str) -> None:
     assert ids(admin.Search(pb.SearchRequest(namespace=ns, query_text="Go"))) == ["b", "a"]
 
     admin.Delete(pb.DeleteRequest(namespace=ns, id="b", hard=True))
-    gone = admin.Search(pb.SearchRequest(namespace=ns, query_text="apple", include_invalidated=True))
+    gone = admin.Search(
+        pb.SearchRequest(namespace=ns, query_text="apple", include_invalidated=True)
+    )
     assert ids(gone) == ["a"]
     with pytest.raises(grpc.RpcError) as failed:
         admin.History(pb.HistoryRequest(namespace=ns, id="b"))
@@ -134,7 +138,9 @@ def test_delete_then_include_invalidated(admin: Rpc, ns: str) -> None:
 def test_if_version_conflict_changes_nothing(writer: Rpc, ns: str) -> None:
     seed(writer, ns)
     conditional = pb.Record(id="a", content="apple crumble recipe", if_version=1)
-    assert list(writer.Upsert(pb.UpsertRequest(namespace=ns, records=[conditional])).versions) == [2]
+    assert list(writer.Upsert(pb.UpsertRequest(namespace=ns, records=[conditional])).versions) == [
+        2
+    ]
 
     stale = pb.UpsertRequest(
         namespace=ns,
