@@ -25,7 +25,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -71,9 +73,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_server(
-    db: Path, port: int, log: Path, grpc_port: int = 0
-) -> subprocess.Popen[bytes]:
+def start_server(db: Path, port: int, log: Path, grpc_port: int = 0) -> subprocess.Popen[bytes]:
     """``memstrata serve`` on ``port`` (gRPC on ``grpc_port``; 0 = off), once it answers."""
     command = [*CLI, "--db", str(db), "--embedder", "hash", "serve", "--port", str(port),
                "--grpc-port", str(grpc_port), "--log-level", "warning"]  # fmt: skip
@@ -120,18 +120,25 @@ def load(url: str, token: str, docs: list[dict[str, Any]], workers: int = 2) -> 
     }
 
 
-def run_clients(
-    url: str, token: str, ranking: str, queries: list[dict[str, Any]], clients: int,
-    seconds: float, max_requests: int,
+#: Opens one client's connection and yields its ``send(body) -> ok`` for the search
+#: request ``body`` (the load_search JSON shape); the connection closes with the block.
+Connect = Callable[[], AbstractContextManager[Callable[[dict[str, Any]], bool]]]
+
+
+def drive(
+    connect: Connect, ranking: str, queries: list[dict[str, Any]], clients: int,
+    seconds: float, max_requests: int, *, keep_samples: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
-    headers = {"Authorization": f"Bearer {token}"}
+    """C client threads, each on its own connection, sending searches back to back for
+    S seconds (or ``max_requests`` each); requests/s and client-side latency (and every
+    latency, in ms, under ``samples_ms`` with ``keep_samples``)."""
     latencies: list[list[float]] = [[] for _ in range(clients)]
     errors = [0] * clients
     start_gate = threading.Barrier(clients + 1)
     deadline_box: list[float] = []
 
     def client_loop(index: int) -> None:
-        with httpx.Client(base_url=url, headers=headers, timeout=60) as http:
+        with connect() as send:
             start_gate.wait()
             deadline = deadline_box[0]
             i = index
@@ -139,9 +146,9 @@ def run_clients(
                 body = {**queries[i % len(queries)], "ranking": ranking, "top_k": TOP_K}
                 i += clients
                 sent = time.perf_counter()
-                response = http.post(f"/v1/namespaces/{NAMESPACE}/search", json=body)
+                ok = send(body)
                 took = time.perf_counter() - sent
-                if response.status_code != 200:
+                if not ok:
                     errors[index] += 1
                     continue
                 latencies[index].append(took)
@@ -156,7 +163,9 @@ def run_clients(
         thread.join()
     elapsed = time.perf_counter() - began
     every = np.array([x for per in latencies for x in per]) * 1000
+    samples = {"samples_ms": every.tolist()} if keep_samples else {}
     return {
+        **samples,
         "ranking": ranking,
         "clients": clients,
         "seconds": round(elapsed, 1),
@@ -168,6 +177,29 @@ def run_clients(
         "p99_ms": round(float(np.percentile(every, 99)), 1),
         "max_ms": round(float(every.max()), 1),
     }
+
+
+def rest_client(url: str, token: str) -> Connect:
+    """REST connections: one pooled httpx client each, ``POST …/search``."""
+
+    @contextmanager
+    def connect() -> Iterator[Callable[[dict[str, Any]], bool]]:
+        headers = {"Authorization": f"Bearer {token}"}
+        with httpx.Client(base_url=url, headers=headers, timeout=60) as http:
+
+            def send(body: dict[str, Any]) -> bool:
+                return http.post(f"/v1/namespaces/{NAMESPACE}/search", json=body).status_code == 200
+
+            yield send
+
+    return connect
+
+
+def run_clients(
+    url: str, token: str, ranking: str, queries: list[dict[str, Any]], clients: int,
+    seconds: float, max_requests: int,
+) -> dict[str, Any]:  # fmt: skip
+    return drive(rest_client(url, token), ranking, queries, clients, seconds, max_requests)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -58,6 +58,7 @@ def config(tmp_path: Path) -> Path:
 def test_defaults_without_any_config() -> None:
     settings = load_settings()
     assert settings.server.host == "127.0.0.1"
+    assert (settings.server.port, settings.server.grpc_port) == (7077, 7078)
     assert settings.auth.enabled is True
     assert settings.storage.url is None
     assert settings.policy.caps() == Policy(
@@ -86,6 +87,15 @@ def test_file_then_environment_then_overrides(
 
     monkeypatch.setenv("MEMSTRATA_CONFIG", str(config))
     assert load_settings().embedding.cache_size == 16
+
+
+def test_grpc_port_from_environment_zero_is_off_and_range_checked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MEMSTRATA_SERVER__GRPC_PORT", "0")
+    assert load_settings().server.grpc_port == 0
+    with pytest.raises(InvalidInput, match=r"config\.server\.grpc_port"):
+        load_settings(None, {"server": {"grpc_port": 70000}})
 
 
 def test_namespace_embedders(config: Path) -> None:
