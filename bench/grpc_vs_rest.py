@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,22 +32,19 @@ import grpc
 import httpx
 import numpy as np
 
-import memstrata
-from bench.common import machine, stamp
+from bench.common import machine, stamp, write_json
 from bench.load_search import (
     NAMESPACE,
-    ROOMS,
     TOP_K,
     Connect,
-    documents,
     drive,
     free_port,
+    fresh_database,
     load,
     rest_client,
     start_server,
-    vocabulary,
+    workload,
 )
-from memstrata.access import Access
 from memstrata.adapters.grpc import semantic_pb2 as pb
 from memstrata.adapters.grpc import semantic_pb2_grpc
 
@@ -131,21 +127,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
 
-    rng = np.random.default_rng(7)
-    words = vocabulary(rng)
-    docs = documents(args.records, words, rng)
-    queries: list[dict[str, Any]] = []
-    for q in range(2000):
-        query: dict[str, Any] = {"query": " ".join(rng.choice(words[:600], rng.integers(2, 4)))}
-        if q % 4 == 0:
-            query["filter"] = {"room": f"room{q % ROOMS}"}
-        queries.append(query)
-
+    docs, queries = workload(args.records)
     load_before = os.getloadavg()
-    work = Path(tempfile.mkdtemp(prefix="memstrata-grpc-bench-"))
-    db = work / "bench.db"
-    with memstrata.open(db, embedder="none", background_jobs=False) as m:
-        _, token = Access(m.service.store).create_token(admin=True, name="bench")
+    work, db, token = fresh_database("memstrata-grpc-bench-", "bench.db")
     port, grpc_port = free_port(), free_port()
     url, target = f"http://127.0.0.1:{port}", f"127.0.0.1:{grpc_port}"
     server = start_server(db, port, work / "server.log", grpc_port=grpc_port)
@@ -189,11 +173,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "cases": cases,
     }
     shutil.rmtree(work, ignore_errors=True)
-    text = json.dumps(report, indent=2)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
-    print(text)
+        write_json(args.out, report)
+    print(json.dumps(report, indent=2))
     return report
 
 

@@ -67,6 +67,35 @@ def documents(n: int, words: list[str], rng: np.random.Generator) -> list[dict[s
     ]
 
 
+def search_queries(words: list[str], rng: np.random.Generator) -> list[dict[str, Any]]:
+    """2,000 searches of 2-3 common corpus words, a quarter of them with a room filter."""
+    queries: list[dict[str, Any]] = []
+    for q in range(2000):
+        text = " ".join(rng.choice(words[:600], rng.integers(2, 4)))
+        query: dict[str, Any] = {"query": text}
+        if q % 4 == 0:
+            query["filter"] = {"room": f"room{q % ROOMS}"}
+        queries.append(query)
+    return queries
+
+
+def workload(records: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The records and the searches (seed 7)."""
+    rng = np.random.default_rng(7)
+    words = vocabulary(rng)
+    docs = documents(records, words, rng)
+    return docs, search_queries(words, rng)
+
+
+def fresh_database(prefix: str, name: str) -> tuple[Path, Path, str]:
+    """A temp folder, the database file in it, and an admin token's secret."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    db = work / name
+    with memstrata.open(db, embedder="none", background_jobs=False) as m:
+        _, token = Access(m.service.store).create_token(admin=True, name="bench")
+    return work, db, token
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -212,22 +241,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
 
-    rng = np.random.default_rng(7)
-    words = vocabulary(rng)
-    docs = documents(args.records, words, rng)
-    queries: list[dict[str, Any]] = []
-    for q in range(2000):
-        text = " ".join(rng.choice(words[:600], rng.integers(2, 4)))
-        query: dict[str, Any] = {"query": text}
-        if q % 4 == 0:
-            query["filter"] = {"room": f"room{q % ROOMS}"}
-        queries.append(query)
-
+    docs, queries = workload(args.records)
     load_before = os.getloadavg()
-    work = Path(tempfile.mkdtemp(prefix="memstrata-load-"))
-    db = work / "load.db"
-    with memstrata.open(db, embedder="none", background_jobs=False) as m:
-        _, token = Access(m.service.store).create_token(admin=True, name="bench")
+    work, db, token = fresh_database("memstrata-load-", "load.db")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     server = start_server(db, port, work / "server.log")

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
-from tests.server.harness import Server, start_server, write_config
+from tests.server.harness import Server, Tokens, make_tokens, start_server, write_config
 
 from memstrata.adapters.grpc import semantic_pb2_grpc
 
@@ -31,15 +30,6 @@ dimensions = 4
 max_attempts = 1
 """
 ERROR_CODE_KEY = "x-memstrata-error-code"
-
-
-@dataclass(frozen=True)
-class Tokens:
-    admin: str
-    writer: str
-    reader: str
-    scoped: str  # read + write, only in namespace "scoped"
-    writer_id: str
 
 
 class Rpc:
@@ -73,14 +63,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 @pytest.fixture(scope="session")
 def tokens(server: Server) -> Tokens:
-    writer_id, writer = server.token(name="writer")
-    return Tokens(
-        admin=server.token(admin=True, name="admin")[1],
-        writer=writer,
-        reader=server.token(read_only=True, name="reader")[1],
-        scoped=server.token(namespaces=["scoped"], name="scoped")[1],
-        writer_id=writer_id,
-    )
+    return make_tokens(server)
 
 
 @pytest.fixture(scope="session")

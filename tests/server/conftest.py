@@ -4,21 +4,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import httpx
 import pytest
 
-from .harness import Server, start_server, write_config
-
-
-@dataclass(frozen=True)
-class Tokens:
-    admin: str
-    writer: str
-    reader: str
-    scoped: str  # read + write, only in namespace "scoped"
-    writer_id: str
+from .harness import Server, Tokens, make_tokens, start_server, write_config
 
 
 @pytest.fixture(scope="session")
@@ -31,14 +21,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 @pytest.fixture(scope="session")
 def tokens(server: Server) -> Tokens:
-    writer_id, writer = server.token(name="writer")
-    return Tokens(
-        admin=server.token(admin=True, name="admin")[1],
-        writer=writer,
-        reader=server.token(read_only=True, name="reader")[1],
-        scoped=server.token(namespaces=["scoped"], name="scoped")[1],
-        writer_id=writer_id,
-    )
+    return make_tokens(server)
 
 
 @pytest.fixture

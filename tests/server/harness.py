@@ -122,6 +122,28 @@ class Server:
             self.process.wait(timeout=30)
 
 
+@dataclass(frozen=True)
+class Tokens:
+    """The secrets of one token of each kind the server tests use."""
+
+    admin: str
+    writer: str
+    reader: str
+    scoped: str  # read + write, only in namespace "scoped"
+    writer_id: str
+
+
+def make_tokens(server: Server) -> Tokens:
+    writer_id, writer = server.token(name="writer")
+    return Tokens(
+        admin=server.token(admin=True, name="admin")[1],
+        writer=writer,
+        reader=server.token(read_only=True, name="reader")[1],
+        scoped=server.token(namespaces=["scoped"], name="scoped")[1],
+        writer_id=writer_id,
+    )
+
+
 def start_server(
     db: Path, config: Path | None, *args: str, env: dict[str, str] | None = None
 ) -> Server:

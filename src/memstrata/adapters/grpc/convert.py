@@ -138,6 +138,14 @@ def _predicates(messages: Iterable[pb.FieldPredicate]) -> list[dict[str, Any]]:
     return found
 
 
+def _filters(message: pb.SearchRequest | pb.ExpireRequest, data: dict[str, Any]) -> None:
+    """``filter`` and ``predicates``, which searches and expiries share."""
+    if message.filter:
+        data["filter"] = dict(message.filter)
+    if message.predicates:
+        data["predicates"] = _predicates(message.predicates)
+
+
 def search_request(message: pb.SearchRequest) -> SearchRequest:
     data: dict[str, Any] = {
         "ranking": _enum_value(
@@ -152,10 +160,7 @@ def search_request(message: pb.SearchRequest) -> SearchRequest:
         data["top_k"] = message.top_k
     if message.rerank_candidate_k:
         data["candidate_k"] = message.rerank_candidate_k
-    if message.filter:
-        data["filter"] = dict(message.filter)
-    if message.predicates:
-        data["predicates"] = _predicates(message.predicates)
+    _filters(message, data)
     if message.tags:
         data["tags"] = list(message.tags)
     for name in ("kind", "key"):
@@ -190,10 +195,7 @@ def expire_request(message: pb.ExpireRequest) -> ExpireRequest:
         )  # fmt: skip
     if message.max_rows:
         data["max_rows"] = message.max_rows
-    if message.filter:
-        data["filter"] = dict(message.filter)
-    if message.predicates:
-        data["predicates"] = _predicates(message.predicates)
+    _filters(message, data)
     return parse_model(ExpireRequest, data)
 
 
