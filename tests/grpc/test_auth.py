@@ -85,7 +85,9 @@ def test_a_writer_writes_but_hard_delete_by_expire_is_admin(
 ) -> None:
     got = {name: outcome(writer, *call) for name, call in calls(seeded).items()}
     assert set(got.values()) == {"ok"}
-    hard = pb.ExpireRequest(namespace=seeded, action=pb.EXPIRE_ACTION_HARD_DELETE, max_rows=1)
+    hard = pb.ExpireRequest(
+        namespace=seeded, action=pb.EXPIRE_ACTION_HARD_DELETE, max_rows=1, all=True
+    )
     assert outcome(writer, "Expire", hard) == FORBID
     assert outcome(admin, "Expire", hard) == "ok"
 

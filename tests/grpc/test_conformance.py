@@ -152,7 +152,9 @@ SCRIPT: list[tuple[str, dict[str, Any]]] = [
     ("search", {"query": "Alice", "ranking": "lexical", "include_historical": True}),
     ("delete", {"id": "nope"}),
     ("history", {"id": "nope"}),
-    ("expire", {"action": "hard_delete", "max_rows": 101}),
+    ("expire", {"action": "hard_delete", "max_rows": 101, "filter": {"team": "core"}}),
+    ("expire", {"action": "invalidate", "max_rows": 10}),
+    ("expire", {"action": "soft_delete", "max_rows": 10, "tags": ["home"], "kind": "fact"}),
     ("search", {"query_vector": [1.0] + [0.0] * 255, "ranking": "semantic", "top_k": 2}),
 ]
 

@@ -64,10 +64,17 @@ def test_input_invalid(writer: Rpc, ns: str) -> None:
     check(refused(lambda: writer.Upsert(write)), Status.INVALID_ARGUMENT,
           "memstrata.input.invalid", "records[1]: valid_to must be later")  # fmt: skip
 
-    no_action = pb.ExpireRequest(namespace=ns, max_rows=5)
+    no_action = pb.ExpireRequest(namespace=ns, max_rows=5, all=True)
     check(refused(lambda: writer.Expire(no_action)), Status.INVALID_ARGUMENT,
           "memstrata.input.invalid", "action is required")  # fmt: skip
-    no_max_rows = pb.ExpireRequest(namespace=ns, action=pb.EXPIRE_ACTION_INVALIDATE)
+    unscoped = pb.ExpireRequest(namespace=ns, action=pb.EXPIRE_ACTION_INVALIDATE, max_rows=5)
+    check(refused(lambda: writer.Expire(unscoped)), Status.INVALID_ARGUMENT,
+          "memstrata.input.invalid", "pass all=true")  # fmt: skip
+    both = pb.ExpireRequest(namespace=ns, action=pb.EXPIRE_ACTION_INVALIDATE, max_rows=5,
+                            all=True, tags=["t"])  # fmt: skip
+    check(refused(lambda: writer.Expire(both)), Status.INVALID_ARGUMENT,
+          "memstrata.input.invalid", "all=true takes every record")  # fmt: skip
+    no_max_rows = pb.ExpireRequest(namespace=ns, action=pb.EXPIRE_ACTION_INVALIDATE, all=True)
     check(refused(lambda: writer.Expire(no_max_rows)), Status.INVALID_ARGUMENT,
           "memstrata.input.invalid", "max_rows is required")  # fmt: skip
     unknown_mode = pb.SearchRequest(namespace=ns, query_text="x", mode=9)  # type: ignore[arg-type]
@@ -93,8 +100,11 @@ def test_write_conflict(writer: Rpc, ns: str) -> None:
     taken = pb.UpsertRequest(namespace=ns, records=[pb.Record(id="b", content="y", key="k")])
     check(refused(lambda: writer.Upsert(taken)), Status.ABORTED,
           "memstrata.write.conflict", "key 'k' is held by the current record 'a'")  # fmt: skip
-    writer.Upsert(pb.UpsertRequest(namespace=ns, records=[pb.Record(id="c", supersedes=["a"])]))
-    fork = pb.UpsertRequest(namespace=ns, records=[pb.Record(id="d", supersedes=["a"])])
+    revise = pb.Record(id="c", content="z", supersedes=["a"])
+    writer.Upsert(pb.UpsertRequest(namespace=ns, records=[revise]))
+    fork = pb.UpsertRequest(
+        namespace=ns, records=[pb.Record(id="d", content="w", supersedes=["a"])]
+    )
     check(refused(lambda: writer.Upsert(fork)), Status.ABORTED,
           "memstrata.write.conflict", "chains never fork")  # fmt: skip
 
@@ -122,7 +132,9 @@ def test_policy_limit(admin: Rpc, ns: str) -> None:
     big = pb.UpsertRequest(namespace=ns, records=[pb.Record(content="x" * 2001)])
     check(refused(lambda: admin.Upsert(big)), Status.RESOURCE_EXHAUSTED,
           "memstrata.policy.limit", "policy.max_content_bytes")  # fmt: skip
-    rows = pb.ExpireRequest(namespace=ns, action=pb.EXPIRE_ACTION_HARD_DELETE, max_rows=101)
+    rows = pb.ExpireRequest(
+        namespace=ns, action=pb.EXPIRE_ACTION_HARD_DELETE, max_rows=101, all=True
+    )
     check(refused(lambda: admin.Expire(rows)), Status.RESOURCE_EXHAUSTED,
           "memstrata.policy.limit", "policy.max_max_rows")  # fmt: skip
     # a message over the body cap (64 KiB here) is refused by gRPC itself, as REST does

@@ -97,16 +97,24 @@ def test_expire_by_filter(writer: Rpc, ns: str) -> None:
     )  # fmt: skip
     assert expired.affected == 1
     assert ids(writer.Search(pb.SearchRequest(namespace=ns, query_text="apple"))) == ["b"]
+    by_tag = pb.ExpireRequest(namespace=ns, tags=["none-has-it"], kind="note",
+                              action=pb.EXPIRE_ACTION_INVALIDATE, max_rows=100)  # fmt: skip
+    assert writer.Expire(by_tag).affected == 0
     audit = writer.Search(
         pb.SearchRequest(namespace=ns, query_text="apple", include_invalidated=True)
     )
     tombstoned = {hit.record.id: hit.record.HasField("deleted_at") for hit in audit.hits}
     assert tombstoned == {"a": True, "b": False}
 
+    # an empty scope is refused unless all is set (a forgotten filter expires nothing)
+    with pytest.raises(grpc.RpcError) as unscoped:
+        writer.Expire(pb.ExpireRequest(namespace=ns, action=pb.EXPIRE_ACTION_INVALIDATE,
+                                       max_rows=100))  # fmt: skip
+    assert unscoped.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     invalidated = writer.Expire(
-        pb.ExpireRequest(namespace=ns, action=pb.EXPIRE_ACTION_INVALIDATE, max_rows=100)
+        pb.ExpireRequest(namespace=ns, action=pb.EXPIRE_ACTION_INVALIDATE, max_rows=100, all=True)
     )
-    assert invalidated.affected == 1  # the empty filter matches every live record
+    assert invalidated.affected == 1  # every live record: b
     assert ids(writer.Search(pb.SearchRequest(namespace=ns, query_text="apple"))) == []
 
 

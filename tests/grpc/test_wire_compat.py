@@ -23,6 +23,7 @@ import pytest
 
 from memstrata.adapters.grpc import convert
 from memstrata.adapters.grpc import semantic_pb2 as pb
+from memstrata.domain.errors import InvalidInput
 from memstrata.domain.records import Record
 from memstrata.domain.search import ExpireAction, Ranking
 
@@ -221,6 +222,10 @@ def test_delete_and_expire_mean_the_same(theirs: ModuleType) -> None:
         assert (ours.namespace, domain.filter, domain.action, domain.max_rows) == (
             "n", {"a": "b"}, expected, 5,
         )  # fmt: skip
+    # the one deliberate difference: their empty filter ("everything") is refused here
+    everything = theirs.ExpireRequest(namespace="n", action=theirs.EA_INVALIDATE, max_rows=5)
+    with pytest.raises(InvalidInput, match="pass all=true"):
+        convert.expire_request(pb.ExpireRequest.FromString(everything.SerializeToString()))
     upserted = theirs.UpsertResponse.FromString(
         pb.UpsertResponse(ids=["a", "b"], versions=[1, 4], warnings=["w"]).SerializeToString()
     )

@@ -100,7 +100,11 @@ def serve(
     grpc_port: Annotated[
         int | None,
         typer.Option(
-            "--grpc-port", metavar="PORT", help="gRPC port (default 7078; 0 turns gRPC off)."
+            "--grpc-port",
+            metavar="PORT",
+            min=0,
+            max=65535,
+            help="gRPC port (default 7078; 0 turns gRPC off).",
         ),
     ] = None,
     no_auth: Annotated[

@@ -138,12 +138,17 @@ def _predicates(messages: Iterable[pb.FieldPredicate]) -> list[dict[str, Any]]:
     return found
 
 
-def _filters(message: pb.SearchRequest | pb.ExpireRequest, data: dict[str, Any]) -> None:
-    """``filter`` and ``predicates``, which searches and expiries share."""
+def _scope(message: pb.SearchRequest | pb.ExpireRequest, data: dict[str, Any]) -> None:
+    """The scope options searches and expiries share: filter, predicates, tags, kind, key."""
     if message.filter:
         data["filter"] = dict(message.filter)
     if message.predicates:
         data["predicates"] = _predicates(message.predicates)
+    if message.tags:
+        data["tags"] = list(message.tags)
+    for name in ("kind", "key"):
+        if message.HasField(name):
+            data[name] = getattr(message, name)
 
 
 def search_request(message: pb.SearchRequest) -> SearchRequest:
@@ -160,12 +165,7 @@ def search_request(message: pb.SearchRequest) -> SearchRequest:
         data["top_k"] = message.top_k
     if message.rerank_candidate_k:
         data["candidate_k"] = message.rerank_candidate_k
-    _filters(message, data)
-    if message.tags:
-        data["tags"] = list(message.tags)
-    for name in ("kind", "key"):
-        if message.HasField(name):
-            data[name] = getattr(message, name)
+    _scope(message, data)
     if message.min_trust:
         data["min_trust"] = _enum_value(
             TRUST_BY_ENUM, message.min_trust, "min_trust", "TRUST_UNVERIFIED or TRUST_VERIFIED"
@@ -195,7 +195,9 @@ def expire_request(message: pb.ExpireRequest) -> ExpireRequest:
         )  # fmt: skip
     if message.max_rows:
         data["max_rows"] = message.max_rows
-    _filters(message, data)
+    if message.all:
+        data["all"] = True
+    _scope(message, data)
     return parse_model(ExpireRequest, data)
 
 

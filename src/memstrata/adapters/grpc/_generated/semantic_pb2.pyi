@@ -308,7 +308,7 @@ class DeleteResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class ExpireRequest(_message.Message):
-    __slots__ = ("namespace", "filter", "action", "max_rows", "predicates")
+    __slots__ = ("namespace", "filter", "action", "max_rows", "predicates", "kind", "tags", "key", "all")
     class FilterEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -321,12 +321,20 @@ class ExpireRequest(_message.Message):
     ACTION_FIELD_NUMBER: _ClassVar[int]
     MAX_ROWS_FIELD_NUMBER: _ClassVar[int]
     PREDICATES_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    ALL_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     filter: _containers.ScalarMap[str, str]
     action: ExpireAction
     max_rows: int
     predicates: _containers.RepeatedCompositeFieldContainer[FieldPredicate]
-    def __init__(self, namespace: _Optional[str] = ..., filter: _Optional[_Mapping[str, str]] = ..., action: _Optional[_Union[ExpireAction, str]] = ..., max_rows: _Optional[int] = ..., predicates: _Optional[_Iterable[_Union[FieldPredicate, _Mapping]]] = ...) -> None: ...
+    kind: str
+    tags: _containers.RepeatedScalarFieldContainer[str]
+    key: str
+    all: bool
+    def __init__(self, namespace: _Optional[str] = ..., filter: _Optional[_Mapping[str, str]] = ..., action: _Optional[_Union[ExpireAction, str]] = ..., max_rows: _Optional[int] = ..., predicates: _Optional[_Iterable[_Union[FieldPredicate, _Mapping]]] = ..., kind: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., key: _Optional[str] = ..., all: _Optional[bool] = ...) -> None: ...
 
 class ExpireResponse(_message.Message):
     __slots__ = ("affected",)
