@@ -114,10 +114,22 @@ def test_a_disabled_token_is_refused_from_the_next_call(
     assert outcome(rpc, "Search", calls(seeded)["Search"][1]) == UNAUTH
 
 
-def test_the_ledger_names_the_token(writer: Rpc, tokens: Tokens, server: Server, ns: str) -> None:
+def test_the_ledger_and_the_log_name_the_token(
+    writer: Rpc, tokens: Tokens, server: Server, channel: grpc.Channel, ns: str
+) -> None:
+    assert outcome(Rpc(channel, None), "Search", calls(ns)["Search"][1]) == UNAUTH
     writer.Upsert(pb.UpsertRequest(namespace=ns, records=[pb.Record(id="w", content="x")]))
     writer.Delete(pb.DeleteRequest(namespace=ns, id="w"))
     with memstrata.open(server.db, embedder="none", background_jobs=False) as m:
         entries = m.service.store.ledger(ns)
     assert [(e.op, e.actor) for e in entries][-1][1] == tokens.writer_id
     assert {e.actor for e in entries} == {tokens.writer_id}
+    logged = server.wait_for_log(
+        lambda e: e.get("msg") == "rpc" and e.get("actor") == tokens.writer_id
+        and e.get("method", "").endswith("/Delete")
+    )  # fmt: skip
+    assert logged["outcome"] == "OK"
+    refused = server.wait_for_log(
+        lambda e: e.get("msg") == "rpc" and e.get("outcome") == "memstrata.auth.unauthenticated"
+    )
+    assert refused["actor"] is None

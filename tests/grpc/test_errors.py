@@ -182,7 +182,7 @@ class _Raising(SemanticServicer):
                 cls = type("Coded", (MemstrataError,), {"code": request.id})
             raise cls(f"raised {request.id}")
 
-        return self._serve(context, call)
+        return self._serve(context, "History", call)
 
 
 @pytest.fixture(scope="module")

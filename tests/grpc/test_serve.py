@@ -123,6 +123,11 @@ def test_sigterm_stops_both_and_closes_the_service(tmp_path: Path) -> None:
     finally:
         running.stop()
     running.wait_for_log(lambda entry: entry.get("msg") == "gRPC stopped")
+    call = running.wait_for_log(lambda entry: entry.get("msg") == "rpc")
+    assert (call["method"], call["outcome"], call["actor"]) == (
+        "memstrata.semantic.v1.Semantic/Upsert", "OK", "local",
+    )  # fmt: skip
+    assert call["duration_ms"] > 0
     assert not listening(grpc_port) and not listening(rest_port)
     with memstrata.open(db, embedder="none", background_jobs=False) as m:  # local actor, no auth
         assert {entry.actor for entry in m.service.store.ledger("n")} == {"local"}

@@ -17,8 +17,8 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from memstrata.adapters.grpc._generated import semantic_pb2 as pb
 from memstrata.adapters.grpc._generated import semantic_pb2_grpc as pb_grpc
+from memstrata.adapters.grpc.servicer import SERVICE as SERVICE_NAME
 from memstrata.adapters.grpc.servicer import SemanticServicer
 from memstrata.config import Settings
 from memstrata.domain.errors import InvalidInput
@@ -26,7 +26,6 @@ from memstrata.service import Service
 
 log = logging.getLogger("memstrata.grpc")
 
-SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Semantic"].full_name
 GRACE_SECONDS = 5.0
 WORKERS = 8  # calls run on threads, like REST's sync routes; the store is thread-safe
 

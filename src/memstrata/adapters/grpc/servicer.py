@@ -7,6 +7,7 @@ answer back as a message; a :class:`MemstrataError` ends the call with the statu
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import NoReturn, TypeVar
 
@@ -23,6 +24,7 @@ from memstrata.service import Service
 log = logging.getLogger("memstrata.grpc")
 
 CAPABILITY_KEY = "x-memstrata-capability"
+SERVICE = pb.DESCRIPTOR.services_by_name["Semantic"].full_name
 T = TypeVar("T")
 
 
@@ -64,22 +66,35 @@ class SemanticServicer(pb_grpc.SemanticServicer):
             )
         return Caller(self.service, self.access.authenticate(secret))
 
-    def _serve(self, context: grpc.ServicerContext, call: Callable[[Caller], T]) -> T:
+    def _serve(self, context: grpc.ServicerContext, method: str, call: Callable[[Caller], T]) -> T:
+        """Runs one call as its caller; one log line per call, like REST's per request."""
+        started = time.perf_counter()
+        outcome, actor = "OK", None
         try:
-            return call(self._caller(context))
+            who = self._caller(context)
+            actor = who.actor
+            return call(who)
         except MemstrataError as error:
+            outcome = error.code
             abort(context, status_of(error), error.code, error.message)
         except Exception:
+            outcome = INTERNAL_CODE
             log.exception("unhandled error in a gRPC call")
             abort(context, grpc.StatusCode.INTERNAL, INTERNAL_CODE,
                   "internal error; the server log has the details")  # fmt: skip
+        finally:
+            log.info(
+                "rpc",
+                extra={"method": f"{SERVICE}/{method}", "outcome": outcome, "actor": actor,
+                       "duration_ms": round((time.perf_counter() - started) * 1000, 3)},
+            )  # fmt: skip
 
     def Upsert(self, request: pb.UpsertRequest, context: grpc.ServicerContext) -> pb.UpsertResponse:
         def call(who: Caller) -> pb.UpsertResponse:
             records = convert.records(request.records)
             return convert.upsert_response(who.upsert(request.namespace, records))
 
-        return self._serve(context, call)
+        return self._serve(context, "Upsert", call)
 
     def Search(self, request: pb.SearchRequest, context: grpc.ServicerContext) -> pb.SearchResponse:
         def call(who: Caller) -> pb.SearchResponse:
@@ -87,21 +102,21 @@ class SemanticServicer(pb_grpc.SemanticServicer):
             result = who.search(request.namespace, search)
             return convert.search_response(result, include_vector=search.include_vector)
 
-        return self._serve(context, call)
+        return self._serve(context, "Search", call)
 
     def Delete(self, request: pb.DeleteRequest, context: grpc.ServicerContext) -> pb.DeleteResponse:
         def call(who: Caller) -> pb.DeleteResponse:
             who.delete(request.namespace, request.id, hard=request.hard)
             return pb.DeleteResponse()
 
-        return self._serve(context, call)
+        return self._serve(context, "Delete", call)
 
     def Expire(self, request: pb.ExpireRequest, context: grpc.ServicerContext) -> pb.ExpireResponse:
         def call(who: Caller) -> pb.ExpireResponse:
             affected = who.expire(request.namespace, convert.expire_request(request))
             return pb.ExpireResponse(affected=affected)
 
-        return self._serve(context, call)
+        return self._serve(context, "Expire", call)
 
     def History(
         self, request: pb.HistoryRequest, context: grpc.ServicerContext
@@ -109,4 +124,4 @@ class SemanticServicer(pb_grpc.SemanticServicer):
         def call(who: Caller) -> pb.HistoryResponse:
             return convert.history_response(who.history(request.namespace, request.id))
 
-        return self._serve(context, call)
+        return self._serve(context, "History", call)
