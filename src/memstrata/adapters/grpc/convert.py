@@ -56,6 +56,9 @@ ENUM_BY_TRUST: dict[str, pb.Trust] = {
 }
 TRUST_BY_ENUM: dict[int, str] = {number: name for name, number in ENUM_BY_TRUST.items()}
 PREDICATE_OPS = ("EQ", "NEQ", "GT", "GTE", "LT", "LTE", "IN")
+OP_BY_ENUM: dict[int, str] = {
+    pb.PredicateOp.Value(f"PREDICATE_OP_{op}"): op for op in PREDICATE_OPS
+}
 
 
 class _Batch(BaseModel):
@@ -69,7 +72,8 @@ class _Batch(BaseModel):
 # -- requests ------------------------------------------------------------------------
 
 
-def instant(stamp: Timestamp, field: str) -> datetime:
+def _instant(stamp: Timestamp, field: str) -> datetime:
+    """A Timestamp as an instant, to the microsecond (finer digits are dropped)."""
     try:
         return from_us(stamp.ToMicroseconds())
     except (OverflowError, ValueError):
@@ -81,7 +85,7 @@ def instant(stamp: Timestamp, field: str) -> datetime:
 def _instants(message: Any, names: Iterable[str], data: dict[str, Any], prefix: str) -> None:
     for name in names:
         if message.HasField(name):
-            data[name] = instant(getattr(message, name), prefix + name)
+            data[name] = _instant(getattr(message, name), prefix + name)
 
 
 def _enum_value(table: dict[int, Any], value: int, field: str, choices: str) -> Any:
@@ -120,6 +124,7 @@ def record_data(message: pb.Record, field: str) -> dict[str, Any]:
 
 
 def records(messages: Iterable[pb.Record]) -> list[Record]:
+    """An upsert's records, checked as a batch (problems are named ``records[i]``)."""
     data = [record_data(message, f"records[{i}]") for i, message in enumerate(messages)]
     return parse_model(_Batch, {"records": data}).records
 
@@ -127,14 +132,13 @@ def records(messages: Iterable[pb.Record]) -> list[Record]:
 def _predicates(messages: Iterable[pb.FieldPredicate]) -> list[dict[str, Any]]:
     found = []
     for index, predicate in enumerate(messages):
-        name = pb.PredicateOp.Name(predicate.op) if predicate.op in range(1, 8) else None
-        if name is None:
+        op = OP_BY_ENUM.get(predicate.op)
+        if op is None:
             raise InvalidInput(
                 f"predicates[{index}].op is {'not set' if predicate.op == 0 else predicate.op}; "
                 "use PREDICATE_OP_" + ", PREDICATE_OP_".join(PREDICATE_OPS)
             )
-        found.append({"key": predicate.key, "op": name.removeprefix("PREDICATE_OP_"),
-                      "values": list(predicate.values)})  # fmt: skip
+        found.append({"key": predicate.key, "op": op, "values": list(predicate.values)})
     return found
 
 
@@ -152,6 +156,7 @@ def _scope(message: pb.SearchRequest | pb.ExpireRequest, data: dict[str, Any]) -
 
 
 def search_request(message: pb.SearchRequest) -> SearchRequest:
+    """A SearchRequest message as the domain's search (unset mode: DENSE)."""
     data: dict[str, Any] = {
         "ranking": _enum_value(
             RANKING_BY_MODE, message.mode, "mode", "SEARCH_MODE_DENSE, _SPARSE, _HYBRID or _AUTO"
@@ -187,6 +192,7 @@ def search_request(message: pb.SearchRequest) -> SearchRequest:
 
 
 def expire_request(message: pb.ExpireRequest) -> ExpireRequest:
+    """An ExpireRequest message as the domain's expire (an empty scope needs ``all``)."""
     data: dict[str, Any] = {}
     if message.action:
         data["action"] = _enum_value(
@@ -209,6 +215,7 @@ def _stamp(target: Timestamp, value: datetime) -> None:
 
 
 def record_message(record: Record, *, include_vector: bool = False) -> pb.Record:
+    """A record as a Record message: unset optional fields stay unset."""
     message = pb.Record(
         id=record.id,
         namespace=record.namespace,
@@ -257,6 +264,7 @@ def _signals(signals: dict[str, dict[str, Any]]) -> pb.Signals:
 
 
 def search_response(result: SearchResult, *, include_vector: bool) -> pb.SearchResponse:
+    """A search result as a SearchResponse (``ids_only``: each hit is its id and score)."""
     hits = []
     for hit in result.hits:
         if result.ids_only:
@@ -279,8 +287,10 @@ def search_response(result: SearchResult, *, include_vector: bool) -> pb.SearchR
 
 
 def upsert_response(result: UpsertResult) -> pb.UpsertResponse:
+    """An upsert's ids, versions and warnings."""
     return pb.UpsertResponse(ids=result.ids, versions=result.versions, warnings=result.warnings)
 
 
 def history_response(versions: Iterable[Record]) -> pb.HistoryResponse:
+    """Every version, oldest first, without vectors."""
     return pb.HistoryResponse(versions=[record_message(record) for record in versions])
