@@ -15,6 +15,7 @@ import grpc
 import pytest
 from google.protobuf import descriptor_pool, json_format, message_factory
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
 )
@@ -86,6 +87,25 @@ def test_the_readme_grpcurl_commands_work_through_reflection_alone(
     assert [hit["record"]["id"] for hit in searched["hits"]] == ["a", "b"]
     assert searched["mode"] == "SEARCH_MODE_HYBRID"
     assert expired == {"affected": "1"}
+
+
+def test_reflection_v1_answers_as_v1alpha_does(channel: grpc.Channel) -> None:
+    """Tools that ask for grpc.reflection.v1 (the same messages) get the same answer."""
+    answers = {}
+    for version in ("v1alpha", "v1"):
+        call = channel.stream_stream(
+            f"/grpc.reflection.{version}.ServerReflection/ServerReflectionInfo",
+            request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+            response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+        )
+        ask = reflection_pb2.ServerReflectionRequest
+        requests = [ask(list_services=""), ask(file_containing_symbol=SERVICE)]
+        answers[version] = list(call(iter(requests), timeout=30))
+    listed = {s.name for s in answers["v1"][0].list_services_response.service}
+    assert {SERVICE, "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection",
+            "grpc.reflection.v1alpha.ServerReflection"} <= listed  # fmt: skip
+    assert answers["v1"] == answers["v1alpha"]
+    assert answers["v1"][1].file_descriptor_response.file_descriptor_proto
 
 
 def test_the_readme_python_example_runs(server: Server, tokens: Tokens, ns: str) -> None:

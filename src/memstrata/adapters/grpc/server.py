@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 
 from memstrata.adapters.grpc._generated import semantic_pb2_grpc as pb_grpc
 from memstrata.adapters.grpc.servicer import SERVICE as SERVICE_NAME
@@ -26,6 +26,9 @@ from memstrata.service import Service
 
 log = logging.getLogger("memstrata.grpc")
 
+# grpcio-reflection serves only v1alpha; v1 is the same protocol (the same messages
+# under another package), served here by the same servicer for tools that ask for it.
+REFLECTION_V1 = "grpc.reflection.v1.ServerReflection"
 GRACE_SECONDS = 5.0
 WORKERS = 8  # calls run on threads, like REST's sync routes; the store is thread-safe
 
@@ -46,10 +49,23 @@ def build_server(
     pb_grpc.add_SemanticServicer_to_server(SemanticServicer(service, auth=auth), server)
     checks = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(checks, server)
-    reflection.enable_server_reflection(
-        (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-    )
+    _add_reflection(server, (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME,
+                             REFLECTION_V1))  # fmt: skip
     return server, checks, executor
+
+
+def _add_reflection(server: grpc.Server, names: tuple[str, ...]) -> None:
+    """Server reflection, v1alpha and v1, so grpcurl and its kin need no proto file."""
+    servicer = reflection.ReflectionServicer(names)
+    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(servicer, server)
+    info = grpc.stream_stream_rpc_method_handler(
+        servicer.ServerReflectionInfo,
+        request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,
+        response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString,
+    )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(REFLECTION_V1, {"ServerReflectionInfo": info}),)
+    )
 
 
 def address(host: str, port: int) -> str:
