@@ -1,20 +1,26 @@
 """Every SPEC §13 code over the wire: the gRPC status, the code in the trailing
-metadata, the message naming the field. Each reachable code is caused for real on the
-served process; the codes no RPC can cause (a provider failure never fails a write
-or an AUTO search; storage going away) are sent through the adapter's own error path
-on an in-process server, over a real channel, with every entry of the table."""
+metadata, the message naming the field. Each code an RPC can cause is caused for real:
+on the served process, and storage going away under an in-process server. The one no
+RPC can cause (a provider failure never fails a write or an AUTO search) is sent, with
+every entry of the table, through the adapter's own error path on a real channel."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import grpc
 import pytest
+from tests.server.harness import free_port
 
+import memstrata
 from memstrata.adapters.grpc import semantic_pb2 as pb
 from memstrata.adapters.grpc import semantic_pb2_grpc
+from memstrata.adapters.grpc.server import serving
 from memstrata.adapters.grpc.servicer import SemanticServicer
 from memstrata.adapters.grpc.status import STATUS_BY_CODE
+from memstrata.config import Settings
 from memstrata.domain.errors import ALL_ERRORS, ERRORS_BY_CODE, MemstrataError
 from memstrata.memory import open_memory
 
@@ -167,6 +173,33 @@ def test_reindex_needed(writer: Rpc) -> None:
     assert partial.unembedded >= 1 and partial.warnings[0].startswith("unembedded:")
 
 
+def test_storage_unavailable(tmp_path: Path) -> None:
+    """The database file stops being one under a running server (as in the REST test)."""
+    path = tmp_path / "served.db"
+    memory = memstrata.open(path, embedder="hash", background_jobs=False)
+    memory.add("ns", "written before")
+    memory.service.store.close()  # every connection let go: the next call opens anew
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    (tmp_path / "garbage").write_bytes(b"this is not a database\n" * 200)
+    os.replace(tmp_path / "garbage", path)
+    settings = Settings.model_validate(
+        {"auth": {"enabled": False}, "server": {"grpc_port": free_port()}}
+    )
+    try:
+        with (
+            serving(memory.service, settings) as port,
+            grpc.insecure_channel(f"127.0.0.1:{port}") as channel,
+        ):
+            search = pb.SearchRequest(
+                namespace="ns", query_text="written", mode=pb.SEARCH_MODE_SPARSE
+            )
+            error = refused(lambda: Rpc(channel, None).Search(search))
+    finally:
+        memory.close()
+    check(error, Status.UNAVAILABLE, "memstrata.storage.unavailable", str(path))
+
+
 # -- the whole table, over a real channel ---------------------------------------------
 
 
@@ -199,7 +232,7 @@ def raising(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rpc]:
     memory.close()
 
 
-SPEC_13 = {
+SPEC_13 = {  # the table of SPEC §13, written out again
     "memstrata.input.invalid": Status.INVALID_ARGUMENT,
     "memstrata.auth.unauthenticated": Status.UNAUTHENTICATED,
     "memstrata.auth.forbidden": Status.PERMISSION_DENIED,

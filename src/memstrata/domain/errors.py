@@ -1,7 +1,8 @@
 """The errors memstrata raises, each with a stable ``code`` (SPEC §13).
 
 How a transport answers each code (an HTTP status, a gRPC status) is the adapter's:
-one table per adapter (REST: :data:`memstrata.adapters.rest_models.HTTP_STATUS`).
+one table per adapter (REST: :data:`memstrata.adapters.rest_models.HTTP_STATUS`;
+gRPC: :data:`memstrata.adapters.grpc.status.STATUS_BY_CODE`).
 
     MemstrataError
      ├── InvalidInput            memstrata.input.invalid

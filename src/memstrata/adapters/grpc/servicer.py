@@ -13,7 +13,7 @@ from typing import NoReturn, TypeVar
 
 import grpc
 
-from memstrata.access import Access, Caller
+from memstrata.access import Caller
 from memstrata.adapters.grpc import convert
 from memstrata.adapters.grpc._generated import semantic_pb2 as pb
 from memstrata.adapters.grpc._generated import semantic_pb2_grpc as pb_grpc
@@ -53,7 +53,7 @@ class SemanticServicer(pb_grpc.SemanticServicer):
 
     def __init__(self, service: Service, *, auth: bool) -> None:
         self.service = service
-        self.access = Access(service.store) if auth else None
+        self.access = service.access if auth else None
 
     def _caller(self, context: grpc.ServicerContext) -> Caller:
         if self.access is None:
