@@ -6,13 +6,13 @@ every entry of the table, through the adapter's own error path on a real channel
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import grpc
 import pytest
 from tests.server.harness import free_port
+from tests.support.raw import spoil_sqlite_file
 
 import memstrata
 from memstrata.adapters.grpc import semantic_pb2 as pb
@@ -178,11 +178,7 @@ def test_storage_unavailable(tmp_path: Path) -> None:
     path = tmp_path / "served.db"
     memory = memstrata.open(path, embedder="hash", background_jobs=False)
     memory.add("ns", "written before")
-    memory.service.store.close()  # every connection let go: the next call opens anew
-    for suffix in ("-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
-    (tmp_path / "garbage").write_bytes(b"this is not a database\n" * 200)
-    os.replace(tmp_path / "garbage", path)
+    spoil_sqlite_file(memory, path)  # the next call opens the file anew
     settings = Settings.model_validate(
         {"auth": {"enabled": False}, "server": {"grpc_port": free_port()}}
     )

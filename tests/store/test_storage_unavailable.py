@@ -3,20 +3,18 @@ raised inside the store: a file that is not a database, a server that is not the
 
 from __future__ import annotations
 
-import os
 import socket
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from tests.support.raw import GARBAGE, spoil_sqlite_file
 from typer.testing import CliRunner
 
 import memstrata
 from memstrata.adapters.rest import create_app
 from memstrata.cli import app
 from memstrata.config import Settings
-
-GARBAGE = b"this is not a database, only some words\n" * 200
 
 
 def closed_port() -> int:
@@ -59,12 +57,7 @@ def test_rest_answers_503_when_the_file_stops_being_a_database(tmp_path: Path) -
     path = tmp_path / "served.db"
     memory = memstrata.open(path, embedder="hash", background_jobs=False)
     memory.add("ns", "written before")
-    memory.service.store.close()  # every connection let go: the next request opens anew
-    for suffix in ("-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
-    replacement = tmp_path / "garbage"
-    replacement.write_bytes(GARBAGE)
-    os.replace(replacement, path)
+    spoil_sqlite_file(memory, path)  # the next request opens the file anew
     settings = Settings.model_validate({"auth": {"enabled": False}})
     with TestClient(create_app(memory.service, settings)) as client:
         answer = client.post("/v1/namespaces/ns/search", json={"query": "written"})

@@ -8,7 +8,9 @@ SQLite and PostgreSQL, each through a connection of its own.
 
 from __future__ import annotations
 
+import os
 import sqlite3
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -82,3 +84,17 @@ def full_text_matches(target: str, word: str) -> int:
             conn.close()
     assert row is not None
     return int(row[0])
+
+
+GARBAGE = b"this is not a database, only some words\n" * 200
+
+
+def spoil_sqlite_file(memory: Any, path: Path) -> None:
+    """Replaces an open store's SQLite file with :data:`GARBAGE`, its connections let
+    go first, so the next call opens the file anew and finds no database there."""
+    memory.service.store.close()
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    replacement = path.with_name(path.name + ".garbage")
+    replacement.write_bytes(GARBAGE)
+    os.replace(replacement, path)
