@@ -1,7 +1,9 @@
 """The test environment's lock: ``requirements/test.lock`` pins every package that
 ``scripts/test`` (and so CI) installs, as a pip constraints file.
 
-    python scripts/lock.py            resolve today's versions again and rewrite the lock
+    python scripts/lock.py            rewrite the lock for pyproject.toml, keeping the pins
+                                      it still allows (new packages get today's versions)
+    python scripts/lock.py --upgrade  resolve every package to today's versions
     python scripts/lock.py --check    exit 1 unless the lock was made from pyproject.toml
                                       as it is now (tests/test_lock.py runs this)
 
@@ -74,10 +76,13 @@ def problems() -> list[str]:
     return wrong
 
 
-def refresh() -> None:
+def refresh(*, upgrade: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "test.lock"
+        if LOCK.exists() and not upgrade:  # pip-compile keeps the pins of its output file
+            out.write_text(LOCK.read_text())
         command = [sys.executable, "-m", "piptools", "compile", "--quiet", "--no-header"]
+        command += ["--upgrade"] if upgrade else []
         command += [f"--extra={extra}" for extra in EXTRAS]
         command += ["--strip-extras", "--no-emit-index-url", "--no-emit-find-links"]
         command += ["--unsafe-package=memstrata", "--annotation-style=line"]
@@ -99,7 +104,10 @@ def main() -> int:
         for line in wrong:
             print(f"lock: {line}", file=sys.stderr)
         return 1 if wrong else 0
-    refresh()
+    if sys.argv[1:] not in ([], ["--upgrade"]):
+        print(__doc__, file=sys.stderr)
+        return 2
+    refresh(upgrade=sys.argv[1:] == ["--upgrade"])
     return 0
 
 
