@@ -1,7 +1,7 @@
 """Retrieval quality on LoCoMo (five conversations, 2,760 turns, 999 questions).
 
 Each conversation is imported through memstrata's own import path,
-``memstrata.importing.import_conversation``, into its own namespace: one record per
+``memstrata.jobs.importing.import_conversation``, into its own namespace: one record per
 dialog turn, ``valid_from`` = its session's date and time, speaker, session and turn id
 in metadata. Two content formats are measured, each in a store of its own (fixed
 before looking at any result, the same for every question):
@@ -42,7 +42,7 @@ from typing import Any
 
 import memstrata
 from bench.common import latency, log
-from memstrata.importing import DEFAULT_TEMPLATE, import_conversation
+from memstrata.jobs.importing import DEFAULT_TEMPLATE, import_conversation
 
 TEMPLATE = '({date}) {speaker} said, "{text}"'
 FORMATS = {"user": DEFAULT_TEMPLATE, "dated": TEMPLATE}

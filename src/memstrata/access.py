@@ -25,6 +25,7 @@ from memstrata.domain.errors import Forbidden, InvalidInput, NotFound, Unauthent
 from memstrata.domain.records import Record, UpsertResult, validate_namespace
 from memstrata.domain.search import ExpireAction, ExpireRequest, SearchRequest, SearchResult
 from memstrata.domain.time import now_us
+from memstrata.jobs.mining import MineRequest
 from memstrata.service import LOCAL_ACTOR, Service
 from memstrata.store.base import Store
 
@@ -164,9 +165,13 @@ class Caller:
 
     # -- jobs -----------------------------------------------------------------
 
-    def start_job(self, job_type: str, namespace: str) -> dict[str, Any]:
+    def start_job(
+        self, job_type: str, namespace: str, mine: MineRequest | None = None
+    ) -> dict[str, Any]:
+        """Starts a job (admin): a ``mine`` job reads a folder on the server's machine."""
         self.require(Capability.ADMIN, namespace)
-        return self.service.job(self.service.start_job(job_type, namespace))
+        job_id = self.service.start_job(job_type, namespace, mine, actor=self.actor)
+        return self.service.job(job_id)
 
     def job(self, job_id: int) -> dict[str, Any]:
         self.require(Capability.ADMIN)

@@ -66,6 +66,11 @@ class ServerSettings(BaseModel):
     grpc_port: int = Field(
         default=DEFAULT_GRPC_PORT, ge=0, le=65535, description="gRPC beside REST; 0 = off"
     )
+    mine_roots: list[str] = Field(
+        default_factory=list,
+        description="Folders a REST mine job may read (each, and everything under it). "
+        "Empty (the default): the server mines nothing over REST.",
+    )
 
 
 class AuthSettings(BaseModel):

@@ -7,7 +7,7 @@ converts them once into domain requests, and calls the service.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,10 @@ from memstrata.domain.search import ExpireRequest, SearchRequest, SearchResult
 from memstrata.domain.time import parse_instant
 from memstrata.domain.validation import parse_model
 from memstrata.embedding.binding import EmbedderBinding, EmbedderSpec, build_embedder
+from memstrata.jobs.batches import DEFAULT_BATCH_SIZE
 from memstrata.jobs.embed import JobReport, Progress
+from memstrata.jobs.folder import DEFAULT_MAX_BYTES
+from memstrata.jobs.mining import MineReport, MineRequest
 from memstrata.service import Policy, Service
 
 RecordLike = Record | Mapping[str, Any]
@@ -150,6 +153,31 @@ class Memory:
     def reindex(self, namespace: str, *, progress: Progress | None = None) -> JobReport:
         """Re-embeds the whole namespace with its current embedder."""
         return self.service.embed(namespace, progress=progress, reindex=True)
+
+    def mine(
+        self,
+        namespace: str,
+        path: str | os.PathLike[str],
+        *,
+        include: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+        source: str | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        progress: Progress | None = None,
+    ) -> MineReport:
+        """Files the folder's Markdown, text and code as records, one per chunk, each
+        with an ``origin``; mined again, keeps them in step with the folder: an unchanged
+        chunk writes nothing, an edited one supersedes its predecessor, a vanished one is
+        invalidated. ``include``/``exclude`` are gitignore-style patterns; the folder's
+        ``.gitignore`` files are honoured. ``source`` names the folder in ``origin``
+        (default: its absolute path). ``progress(documents done, documents)``."""
+        request = parse_model(
+            MineRequest,
+            {"path": os.fspath(path), "include": list(include), "exclude": list(exclude),
+             "source": source, "batch_size": batch_size, "max_bytes": max_bytes},
+        )  # fmt: skip
+        return self.service.mine(namespace, request, progress=progress)
 
     def embedder_id(self, namespace: str) -> str:
         """The active embedder of a namespace (``provider:model:dimensions``) or "none"."""

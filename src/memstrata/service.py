@@ -55,6 +55,7 @@ from memstrata.jobs.embed import (
     mark_interrupted,
     run_embed_job,
 )
+from memstrata.jobs.mining import MineReport, MineRequest, run_mine_job
 from memstrata.store.base import Store
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("memstrata.service")
 
 LOCAL_ACTOR = "local"
-JOB_TYPES = ("embed", "reindex")
+JOB_TYPES = ("embed", "reindex", "mine")
 
 
 @dataclass(frozen=True)
@@ -79,14 +80,15 @@ class Policy:
     max_content_bytes: int | None = None
     max_max_rows: int | None = None
 
-    def check_upsert(self, records: Sequence[Record]) -> None:
-        _cap(
-            len(records),
-            self.max_records_per_upsert,
-            "records",
-            "max_records_per_upsert",
-            "send them in smaller batches",
-        )
+    def check_upsert(self, records: Sequence[Record], *, count: bool = True) -> None:
+        if count:
+            _cap(
+                len(records),
+                self.max_records_per_upsert,
+                "records",
+                "max_records_per_upsert",
+                "send them in smaller batches",
+            )
         if self.max_content_bytes is not None:
             for index, record in enumerate(records):
                 _cap(
@@ -200,7 +202,26 @@ class Service:
         validate_namespace(namespace)
         if not records:
             raise InvalidInput("records must hold at least one record")
-        self.policy.check_upsert(records)
+        return self.ingest(namespace, records, (), actor=actor)
+
+    def ingest(
+        self,
+        namespace: str,
+        records: Sequence[Record],
+        invalidations: Sequence[tuple[str, int]],
+        *,
+        actor: str = LOCAL_ACTOR,
+        capped: bool = True,
+    ) -> UpsertResult:
+        """One batch of an ingestion job (import, mine): ``records`` are upserted as by
+        :meth:`upsert`, and each ``(id, at)`` of ``invalidations`` is invalidated, all
+        in one transaction. ``capped=False``: the batch is the server's own (a mine job
+        sizes its batches itself and never splits a document), not a caller's request,
+        so the per-request record cap does not apply; the content cap still does."""
+        validate_namespace(namespace)
+        for record_id, _ in invalidations:
+            validate_record_id(record_id, "invalidations[].id")
+        self.policy.check_upsert(records, count=capped)
         embedder = self.embedder_for(namespace)
         prepared: list[Record] = []
         seen: set[str] = set()
@@ -238,6 +259,7 @@ class Service:
             now=now_us(),
             actor=actor,
             embedder_id=embedder.embedder_id if embedder else None,
+            invalidations=invalidations,
         )
         if warnings:
             self._queue_if_backlog(namespace)
@@ -364,22 +386,79 @@ class Service:
                 job_type="reindex" if reindex else "embed",
             )  # fmt: skip
 
-    def start_job(self, job_type: str, namespace: str) -> int:
-        """Starts an ``embed`` or ``reindex`` job on its own thread and returns the id of
-        its job row as soon as it has one; ``jobs()`` follows it from there."""
+    def mine(
+        self,
+        namespace: str,
+        request: MineRequest,
+        *,
+        progress: Progress | None = None,
+        actor: str = LOCAL_ACTOR,
+    ) -> MineReport:
+        """Mines a folder into the namespace now (SPEC §9; see :mod:`memstrata.jobs.mining`),
+        then queues the jobs that derive from what it wrote."""
+        return self._mine(self.store, namespace, request, progress=progress, actor=actor)
+
+    def _mine(
+        self,
+        store: Store,
+        namespace: str,
+        request: MineRequest,
+        *,
+        progress: Progress | None,
+        actor: str,
+    ) -> MineReport:
+        validate_namespace(namespace)
+
+        def write(records: list[Record], invalidations: list[tuple[str, int]]) -> UpsertResult:
+            return self.ingest(namespace, records, invalidations, actor=actor, capped=False)
+
+        with self._job_locks(f"mine {namespace}"):
+            report = run_mine_job(store, write, namespace, request, progress=progress)
+        self.queue_derived(namespace)
+        return report
+
+    def queue_derived(self, namespace: str) -> None:
+        """Queues the jobs that derive data from newly ingested records: embed, for
+        any vector backlog (on the background worker, when this service runs one), and
+        extract (SPEC §8), which reads mined records first — the hook where the extract
+        job is queued once it exists; until then there is nothing to queue."""
+        self._queue_if_backlog(namespace)
+
+    def start_job(
+        self,
+        job_type: str,
+        namespace: str,
+        mine: MineRequest | None = None,
+        *,
+        actor: str = LOCAL_ACTOR,
+    ) -> int:
+        """Starts an ``embed``, ``reindex`` or ``mine`` job (``mine`` says what to mine)
+        on its own thread and returns the id of its job row as soon as it has one;
+        ``jobs()`` follows it from there."""
         if job_type not in JOB_TYPES:
             raise InvalidInput(
-                f"type {job_type!r} is not a job memstrata runs; use embed or reindex"
+                f"type {job_type!r} is not a job memstrata runs; use one of " + ", ".join(JOB_TYPES)
             )
         validate_namespace(namespace)
-        if self.embedder_for(namespace) is None:
+        if (job_type == "mine") != (mine is not None):
+            raise InvalidInput(
+                "path is required for a mine job (the folder to mine)"
+                if job_type == "mine"
+                else f"path, include, exclude and source apply to mine jobs only, not {job_type}"
+            )
+        if mine is not None:
+            mine.folder()  # refused now, before a job row exists, when it is not a folder
+        elif self.embedder_for(namespace) is None:
             raise SemanticUnavailable(f"namespace {namespace!r} has no embedder configured")
         started: queue.Queue[int | MemstrataError] = queue.Queue()
         store = cast(Store, _AnnouncingStore(self.store, started.put))
 
         def work() -> None:
             try:
-                self._embed(store, namespace, progress=None, reindex=job_type == "reindex")
+                if mine is not None:
+                    self._mine(store, namespace, mine, progress=None, actor=actor)
+                else:
+                    self._embed(store, namespace, progress=None, reindex=job_type == "reindex")
             except MemstrataError as error:
                 started.put(error)  # ignored when the job row exists: it records the failure
             except Exception as error:  # a worker thread must not die silently

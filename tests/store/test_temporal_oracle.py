@@ -7,10 +7,7 @@ backend (BACKENDS): each example gets a fresh SQLite file or PostgreSQL schema.
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import hypothesis.strategies as st
 import pytest
@@ -41,16 +38,6 @@ def sometimes(strategy: st.SearchStrategy) -> st.SearchStrategy:
 
 def iso(day: int) -> str:
     return format_instant(BASE + day * DAY)
-
-
-def fresh_target(backend: str) -> tuple[str, Callable[[], None]]:
-    """A new, empty store on ``backend`` and how to remove it."""
-    if backend == "postgres":
-        server = pg.server()
-        target = server.new_target()
-        return target, lambda: server.drop_target(target)
-    directory = tempfile.TemporaryDirectory()
-    return str(Path(directory.name) / "oracle.db"), directory.cleanup
 
 
 @dataclass
@@ -108,7 +95,7 @@ class TemporalMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        target, self.cleanup = fresh_target(self.backend)
+        target, self.cleanup = pg.fresh_target(self.backend)
         self.memory = memstrata.open(target, embedder="hash", background_jobs=False)
         self.model: dict[str, Model] = {}
         self.counter = 0

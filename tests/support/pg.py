@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import tempfile
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
@@ -96,3 +97,15 @@ def server() -> PgServer:
     if SERVER is None:
         raise RuntimeError("no PostgreSQL: request the postgres_server fixture first")
     return SERVER
+
+
+def fresh_target(backend: str) -> tuple[str, Callable[[], None]]:
+    """A new, empty store on ``backend`` (a SQLite file in a temporary directory, or a
+    schema of the session's PostgreSQL) and how to remove it — for tests that need
+    several stores, such as one per hypothesis example."""
+    if backend == "postgres":
+        running = server()
+        target = running.new_target()
+        return target, lambda: running.drop_target(target)
+    directory = tempfile.TemporaryDirectory()
+    return str(Path(directory.name) / "store.db"), directory.cleanup

@@ -98,3 +98,16 @@ def spoil_sqlite_file(memory: Any, path: Path) -> None:
     replacement = path.with_name(path.name + ".garbage")
     replacement.write_bytes(GARBAGE)
     os.replace(replacement, path)
+def scalar(target: str, sql: str, params: tuple[Any, ...] = ()) -> Any:
+    """The one value a query (``?`` placeholders) returns."""
+    if backend_of(target) == "postgres":
+        with psycopg.connect(target) as conn:
+            row = conn.execute(sql.replace("?", "%s").encode(), params).fetchone()
+    else:
+        conn = sqlite3.connect(target)
+        try:
+            row = conn.execute(sql, params).fetchone()
+        finally:
+            conn.close()
+    assert row is not None
+    return row[0]

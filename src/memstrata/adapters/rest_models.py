@@ -9,16 +9,19 @@ documented by their own models, so the schema says what the server really sends.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.json_schema import models_json_schema
 
-from memstrata.domain.errors import InvalidInput, MemstrataError
+from memstrata.domain.errors import Forbidden, InvalidInput, MemstrataError
 from memstrata.domain.records import NAMESPACE_PATTERN, Instant, Record
 from memstrata.domain.search import ExpireRequest, SearchRequest
 from memstrata.domain.time import format_instant
-from memstrata.domain.validation import as_invalid_input
+from memstrata.domain.validation import as_invalid_input, parse_model
+from memstrata.jobs.mining import MineRequest
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -54,8 +57,45 @@ class EmbeddingBody(BaseModel):
 class JobBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    type: Literal["embed", "reindex"]
+    type: Literal["embed", "reindex", "mine"]
     namespace: str = Field(pattern=NAMESPACE_PATTERN.pattern)
+    path: str | None = Field(
+        default=None,
+        description="mine: the absolute path of a folder on the server's machine.",
+    )
+    include: list[str] = Field(
+        default_factory=list, description="mine: only files matching these gitignore patterns."
+    )
+    exclude: list[str] = Field(
+        default_factory=list, description="mine: skip files matching these gitignore patterns."
+    )
+    source: str | None = Field(
+        default=None, description="mine: origin.source of the records (default: the path)."
+    )
+
+    def mine_request(self, roots: Sequence[str]) -> MineRequest | None:
+        """What a mine job mines (``None`` when no mine field is given), refused unless
+        the folder is under one of ``roots`` (the server's ``mine_roots``)."""
+        if self.path is None:
+            if self.include or self.exclude or self.source is not None:
+                raise InvalidInput("path is required with include, exclude or source")
+            return None
+        folder = Path(self.path)
+        if not folder.is_absolute():
+            raise InvalidInput(
+                f"path {self.path!r} must be absolute: the folder is read on the server's "
+                "machine, from a working directory the client cannot know"
+            )
+        folder = folder.resolve()  # a symbolic link or '..' must not lead out of a root
+        if not any(folder.is_relative_to(Path(root).expanduser().resolve()) for root in roots):
+            allowed = ", ".join(roots) if roots else "none: the list is empty"
+            raise Forbidden(
+                f"path {self.path!r} is not under a folder this server mines "
+                f"(server.mine_roots: {allowed}); an operator can add it there"
+            )
+        fields = {"path": self.path, "include": self.include, "exclude": self.exclude,
+                  "source": self.source}  # fmt: skip
+        return parse_model(MineRequest, fields)
 
 
 REQUEST_MODELS: tuple[type[BaseModel], ...] = (
@@ -137,7 +177,7 @@ class Job(BaseModel):
         description="running, done, failed, or interrupted (its process ended mid-way;"
         " the next job carries on where it stopped)"
     )
-    done: int = Field(description="Records processed so far.")
+    done: int = Field(description="Records (embed, reindex) or documents (mine) processed so far.")
     error: str | None = Field(
         default=None, description="Why it failed or stopped (absent otherwise)."
     )

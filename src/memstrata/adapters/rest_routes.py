@@ -44,6 +44,7 @@ from memstrata.adapters.rest_observe import Metrics
 from memstrata.adapters.rest_paths import decode_segment
 from memstrata.config import Settings
 from memstrata.config import open_memory as open_configured
+from memstrata.domain.auth import Capability
 from memstrata.domain.errors import PolicyLimit
 from memstrata.domain.records import MAX_ID_LENGTH, NAMESPACE_PATTERN, Record, UpsertResult
 from memstrata.domain.search import ExpireRequest, SearchRequest, SearchResult
@@ -319,11 +320,13 @@ def audit(ns: Namespace, who: CallerDep) -> Response:
     status_code=202,
     response_model=Job,
     openapi_extra=body_schema(JobBody),
-    summary="Start an embed or reindex job (admin)",
+    summary="Start an embed, reindex or mine job (admin)",
 )
-def start_job(raw: Body, who: CallerDep) -> Response:
+def start_job(raw: Body, who: CallerDep, http: Request) -> Response:
     request = parse_body(JobBody, raw)
-    return reply(job_json(who.start_job(request.type, request.namespace)), 202)
+    who.require(Capability.ADMIN, request.namespace)  # before anything about the path
+    mine = request.mine_request(runtime(http).settings.server.mine_roots)
+    return reply(job_json(who.start_job(request.type, request.namespace, mine)), 202)
 
 
 @jobs_router.get(

@@ -4,7 +4,7 @@
 ``{"id"?, "sessions": [...]}``, a list of sessions, or a list of such objects (several
 conversations). The format is taken from the file name when not given: ``.jsonl`` and
 ``.ndjson`` are JSON Lines, ``.json`` is a conversation. Everything is validated before
-the first write; see :mod:`memstrata.importing` for what is atomic.
+the first write; see :mod:`memstrata.jobs.importing` for what is atomic.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from memstrata.cli import output
 from memstrata.cli.context import open_memory
 from memstrata.cli.options import JsonOutput, Namespace
 from memstrata.domain.errors import InvalidInput
-from memstrata.importing import (
+from memstrata.jobs.batches import Progress
+from memstrata.jobs.importing import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_TEMPLATE,
     ImportReport,
@@ -28,7 +29,6 @@ from memstrata.importing import (
     import_conversation,
     import_jsonl,
 )
-from memstrata.jobs.embed import Progress
 from memstrata.memory import Memory
 
 FormatName = Literal["auto", "jsonl", "conversation"]

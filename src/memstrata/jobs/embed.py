@@ -73,12 +73,13 @@ def mark_interrupted(store: Store) -> list[int]:
     marked = []
     for job in store.jobs(state="running"):
         if job["owner"] and _process_gone(job["owner"]):
+            follower = "embed" if job["type"] == "reindex" else job["type"]
             store.job_update(
                 job["id"],
                 state="interrupted",
                 done=job["done"],
                 error=f"interrupted: its process ({job['owner']}) ended before it finished;"
-                " the next embed job carries on where it stopped",
+                f" the next {follower} job carries on where it stopped",
                 now=now_us(),
             )
             marked.append(job["id"])

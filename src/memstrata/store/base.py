@@ -40,10 +40,14 @@ class Store(Protocol):
         now: int,
         actor: str,
         embedder_id: str | None = None,
+        invalidations: Sequence[tuple[str, int]] = (),
     ) -> list[tuple[str, int]]:
         """Creates or revises each record (in order, as one transaction) by the
         revision rules of :mod:`memstrata.domain.rules`; a vector given with a record
-        is stored for ``embedder_id``. Returns (id, version) per record."""
+        is stored for ``embedder_id``. Then invalidates each ``(id, at)`` of
+        ``invalidations``, in the same transaction (an ingestion batch: records that
+        changed and records that vanished commit together or not at all). Returns
+        (id, version) per record."""
         ...
 
     def invalidate(self, namespace: str, record_id: str, at: int, *, now: int, actor: str) -> int:
@@ -91,6 +95,12 @@ class Store(Protocol):
     def history(self, namespace: str, record_id: str) -> list[Record]:
         """Every record of the supersession chain through ``record_id``, oldest
         first."""
+        ...
+
+    def origin_records(self, namespace: str, source: str) -> list[Record]:
+        """Every record whose ``origin.source`` is ``source``, in every state but
+        hard-deleted (current, superseded, invalidated, soft-deleted), oldest first,
+        without payloads: what mining compares a folder with."""
         ...
 
     def lexical(

@@ -125,6 +125,9 @@ class PostgresDialect(Dialect):
     def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         return f"{column} = ANY (?)", [list(values)]
 
+    def json_text(self, column: str, key: str) -> str:
+        return f"({column}::jsonb ->> '{key}')"
+
     def records_join(self, alias: str, driver: str) -> str:
         return (
             f"JOIN records {alias} ON {alias}.namespace = {driver}.namespace"

@@ -96,6 +96,11 @@ class Dialect(ABC):
         """``column`` is one of ``values`` (any number of them)."""
         return f"{column} IN ({', '.join('?' for _ in values)})", list(values)
 
+    def json_text(self, column: str, key: str) -> str:
+        """The text value of the top-level ``key`` of the JSON object in ``column``
+        (``key`` is a fixed name of the code, never input)."""
+        return f"json_extract({column}, '$.{key}')"
+
     @abstractmethod
     def records_join(self, alias: str, driver: str) -> str:
         """The join from scope rows aliased ``driver`` to their records as ``alias``."""

@@ -24,7 +24,7 @@ from memstrata.domain.search import ExpireRequest, SearchRequest
 from memstrata.domain.time import Window
 from memstrata.store.sql import expiry
 from memstrata.store.sql.dialect import Database, Dialect, Lane, Tx
-from memstrata.store.sql.rows import record_from_snapshot
+from memstrata.store.sql.rows import COLUMNS, record_from_row, record_from_snapshot
 from memstrata.store.sql.scope import metadata_clause
 from memstrata.store.sql.writes import Writes, fetch, missing
 
@@ -103,10 +103,15 @@ class SqlStore:
         now: int,
         actor: str,
         embedder_id: str | None = None,
+        invalidations: Sequence[tuple[str, int]] = (),
     ) -> list[tuple[str, int]]:
-        written: list[tuple[str, int]] = self._write(
-            namespace, now, actor, lambda w: w.upsert(records, embedder_id)
-        )
+        def work(w: Writes) -> list[tuple[str, int]]:
+            written = w.upsert(records, embedder_id)
+            for record_id, at in invalidations:
+                w.invalidate(record_id, at)
+            return written
+
+        written: list[tuple[str, int]] = self._write(namespace, now, actor, work)
         self.dialect.wrote(len(records))
         return written
 
@@ -207,6 +212,18 @@ class SqlStore:
                         chain[link] = linked[1]
                         frontier.append(linked[1])
         return sorted(chain.values(), key=lambda r: (r.valid_from, r.created_at, r.version, r.id))
+
+    def origin_records(self, namespace: str, source: str) -> list[Record]:
+        """Every record (in every state but hard-deleted) whose ``origin.source`` is
+        ``source``, in the order they were first written."""
+        source_of = self.dialect.json_text("origin", "source")
+        with self.db.read() as tx:
+            rows = tx.execute(
+                f"SELECT {COLUMNS} FROM records WHERE namespace = ? AND origin IS NOT NULL"
+                f" AND {source_of} = ? ORDER BY rowid",
+                (namespace, source),
+            ).fetchall()
+        return [record_from_row(row, with_payload=False) for row in rows]
 
     def lexical(
         self, namespace: str, request: SearchRequest, window: Window | None, limit: int

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 import memstrata
 from memstrata.cli import app
-from memstrata.importing import conversation_records, import_conversation, import_jsonl
+from memstrata.jobs.importing import conversation_records, import_conversation, import_jsonl
 
 NS = "imported"
 

@@ -7,7 +7,8 @@
 line (or turn) is parsed and checked before the first write — JSON syntax, record
 fields, instants, vector dimensions — so bad input raises ``InvalidInput`` naming the
 line (or ``sessions[i].turns[j]``) and writes nothing. Valid input is then written in
-batches of ``batch_size`` through :meth:`Memory.upsert`, each batch one transaction.
+batches of ``batch_size`` through the batch writer it shares with mining
+(:mod:`memstrata.jobs.batches`), each batch one transaction.
 A refusal only the store can decide (a ``key`` held by another record, ``supersedes``
 naming an unknown id, an ``if_version`` that does not hold) stops the import at that
 batch: earlier batches stay written, that batch and later ones are not, and the error
@@ -29,24 +30,28 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC
 from pathlib import Path
 from typing import Any
 
-from memstrata.domain.errors import InvalidInput, MemstrataError, SemanticUnavailable
-from memstrata.domain.records import Record, validate_namespace
+from memstrata.domain.errors import InvalidInput, SemanticUnavailable
+from memstrata.domain.records import Record, UpsertResult, validate_namespace
 from memstrata.domain.time import format_instant, from_us, parse_instant
 from memstrata.embedding.binding import check_dimensions
+from memstrata.jobs.batches import (
+    DEFAULT_BATCH_SIZE,
+    BatchWriter,
+    Invalidation,
+    Progress,
+    check_batch_size,
+)
 from memstrata.memory import Memory, to_record
 
-DEFAULT_BATCH_SIZE = 500
 DEFAULT_TEMPLATE = "{speaker}: {text}"
 TEMPLATE_FIELDS = ("speaker", "text", "date", "time", "session", "conversation")
 CONVERSATION_KIND = "conversation"
-
-Progress = Callable[[int, int], None]  # (records written, records in the input)
 
 
 @dataclass(frozen=True)
@@ -78,7 +83,7 @@ def import_jsonl(
     a line may supersede a record from an earlier line, and an id repeated on a later
     line becomes a later version of it."""
     validate_namespace(namespace)
-    _check_batch_size(batch_size)
+    check_batch_size(batch_size)
     source = Path(path)
     label = source.name
     checker = _VectorCheck(memory, namespace)
@@ -86,10 +91,10 @@ def import_jsonl(
     for line_number, record in _read_jsonl(source, label):
         checker(record, f"{label} line {line_number}")
         total += 1
-    writer = _BatchWriter(memory, namespace, label, batch_size, total, progress)
+    writer = _writer(memory, namespace, label, batch_size, total, progress)
     for line_number, record in _read_jsonl(source, label):
-        writer.add(record, f"line {line_number}")
-    return writer.finish()
+        writer.add([(record, f"line {line_number}")])
+    return _report(writer, namespace)
 
 
 def _read_jsonl(path: Path, label: str) -> Iterator[tuple[int, Record]]:
@@ -169,7 +174,7 @@ def import_conversation(
     conversation, so importing the same transcript again revises its records instead
     of duplicating them. Without one, every turn gets a new id."""
     validate_namespace(namespace)
-    _check_batch_size(batch_size)
+    check_batch_size(batch_size)
     if conversation is not None and (not isinstance(conversation, str) or not conversation):
         raise InvalidInput("conversation must be a non-empty string when given")
     records = list(conversation_records(sessions, conversation=conversation, template=template))
@@ -177,10 +182,10 @@ def import_conversation(
     for where, record in records:
         checker(record, where)
     label = f"conversation {conversation}" if conversation else "conversation"
-    writer = _BatchWriter(memory, namespace, label, batch_size, len(records), progress)
+    writer = _writer(memory, namespace, label, batch_size, len(records), progress)
     for where, record in records:
-        writer.add(record, where)
-    return writer.finish()
+        writer.add([(record, where)])
+    return _report(writer, namespace)
 
 
 def conversation_records(
@@ -309,11 +314,6 @@ def _check_template(template: str) -> None:
 # -- shared ------------------------------------------------------------------------------
 
 
-def _check_batch_size(batch_size: int) -> None:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidInput(f"batch_size must be a positive integer, got {batch_size!r}")
-
-
 class _VectorCheck:
     """Refuses, before anything is written, a vector the namespace cannot store."""
 
@@ -332,79 +332,25 @@ class _VectorCheck:
         check_dimensions(self.embedder, record.vector, f"{where}: vector")
 
 
-class _BatchWriter:
-    """Writes records in order, ``batch_size`` at a time, one transaction per batch. An
-    id seen twice starts a new batch, so a later line becomes a later version."""
+def _writer(
+    memory: Memory,
+    namespace: str,
+    label: str,
+    batch_size: int,
+    total: int,
+    progress: Progress | None,
+) -> BatchWriter:
+    """The shared batch writer, writing one record per group through the service."""
 
-    def __init__(
-        self,
-        memory: Memory,
-        namespace: str,
-        label: str,
-        batch_size: int,
-        total: int,
-        progress: Progress | None,
-    ) -> None:
-        self.memory = memory
-        self.namespace = namespace
-        self.label = label
-        self.batch_size = batch_size
-        self.total = total
-        self.progress = progress
-        self.pending: list[Record] = []
-        self.origins: list[str] = []
-        self.pending_ids: set[str] = set()
-        self.ids: list[str] = []
-        self.warnings: list[str] = []
-        self.batches = 0
+    def write(records: list[Record], invalidations: list[Invalidation]) -> UpsertResult:
+        return memory.service.ingest(namespace, records, invalidations)
 
-    def add(self, record: Record, where: str) -> None:
-        if record.id and record.id in self.pending_ids:
-            self.flush()
-        self.pending.append(record)
-        self.origins.append(where)
-        if record.id:
-            self.pending_ids.add(record.id)
-        if len(self.pending) >= self.batch_size:
-            self.flush()
+    return BatchWriter(write, label, batch_size, total, progress)
 
-    def flush(self) -> None:
-        if not self.pending:
-            return
-        try:
-            result = self.memory.upsert(self.namespace, self.pending)
-        except MemstrataError as error:
-            raise self._located(error) from None
-        self.ids += result.ids
-        self.warnings += [w for w in result.warnings if w not in self.warnings]
-        self.batches += 1
-        self.pending, self.origins, self.pending_ids = [], [], set()
-        if self.progress is not None:
-            self.progress(len(self.ids), self.total)
 
-    def finish(self) -> ImportReport:
-        self.flush()
-        if self.progress is not None and not self.ids:
-            self.progress(0, self.total)
-        return ImportReport(
-            namespace=self.namespace, source=self.label, records=len(self.ids),
-            batches=self.batches, ids=self.ids, warnings=self.warnings,
-        )  # fmt: skip
-
-    def _located(self, error: MemstrataError) -> MemstrataError:
-        """The same error, with ``records[i]`` replaced by the line (or turn) it came from
-        and what was and was not written."""
-        origins = self.origins
-
-        def where(match: re.Match[str]) -> str:
-            index = int(match[1])
-            return origins[index] if index < len(origins) else match[0]
-
-        message = re.sub(r"records\[(\d+)\]", where, error.message)
-        first = origins[0] if origins else "the start"
-        written = len(self.ids)
-        return type(error)(
-            f"{self.label}: {message} — {written} record{'' if written == 1 else 's'} "
-            f"before {first} {'was' if written == 1 else 'were'} written; "
-            f"nothing from {first} on was"
-        )
+def _report(writer: BatchWriter, namespace: str) -> ImportReport:
+    writer.finish()
+    return ImportReport(
+        namespace=namespace, source=writer.label, records=len(writer.ids),
+        batches=writer.batches, ids=writer.ids, warnings=writer.warnings,
+    )  # fmt: skip
