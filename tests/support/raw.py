@@ -98,6 +98,8 @@ def spoil_sqlite_file(memory: Any, path: Path) -> None:
     replacement = path.with_name(path.name + ".garbage")
     replacement.write_bytes(GARBAGE)
     os.replace(replacement, path)
+
+
 def scalar(target: str, sql: str, params: tuple[Any, ...] = ()) -> Any:
     """The one value a query (``?`` placeholders) returns."""
     if backend_of(target) == "postgres":
