@@ -15,7 +15,7 @@ import platformdirs
 
 from memstrata import store
 from memstrata.domain.errors import InvalidInput
-from memstrata.domain.records import Record, UpsertResult
+from memstrata.domain.records import Record, RecordInput, UpsertResult
 from memstrata.domain.search import ExpireRequest, SearchRequest, SearchResult
 from memstrata.domain.time import parse_instant
 from memstrata.domain.validation import parse_model
@@ -47,7 +47,7 @@ def to_record(data: RecordLike, field: str) -> Record:
         return data
     if not isinstance(data, Mapping):
         raise InvalidInput(f"{field} must be a record or a mapping, got {type(data).__name__}")
-    return parse_model(Record, dict(data), field)
+    return parse_model(RecordInput, dict(data), field)
 
 
 def expire_request(

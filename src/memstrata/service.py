@@ -45,6 +45,7 @@ from memstrata.domain.search import (
     query_words,
 )
 from memstrata.domain.time import now_us
+from memstrata.domain.vectors import MAX_INT64
 from memstrata.embedding.base import Embedder
 from memstrata.embedding.binding import EmbedderBinding, check_dimensions
 from memstrata.jobs.embed import (
@@ -248,7 +249,8 @@ class Service:
                         f"records[{index}].vector was given but namespace {namespace!r} has "
                         "no embedder to store it under; configure one"
                     )
-                check_dimensions(embedder, record.vector, f"records[{index}].vector")
+                unit = check_dimensions(embedder, record.vector, f"records[{index}].vector")
+                record = record.model_copy(update={"vector": unit.tolist()})
             prepared.append(record)
         warnings: list[str] = []
         if embedder is not None:
@@ -303,9 +305,9 @@ class Service:
             raise SemanticUnavailable(
                 f"namespace {namespace!r} has no embedder to store a vector under"
             )
-        check_dimensions(embedder, vector, "vector")
+        unit = check_dimensions(embedder, vector, "vector")
         self.store.set_embedding(
-            namespace, record_id, embedder.embedder_id, np.asarray(vector, dtype=np.float32),
+            namespace, record_id, embedder.embedder_id, unit,
             now=now_us(), actor=actor,
         )  # fmt: skip
 
@@ -526,6 +528,9 @@ class Service:
         if version is not None and version < 1:
             raise InvalidInput(f"version must be 1 or more, got {version}")
         try:
+            if version is not None and version > MAX_INT64:
+                # versions are 64-bit in both stores: a larger number names no version
+                raise NotFound(f"record {record_id!r} has no version {version}")
             return self.store.get(namespace, record_id, version)
         except NotFound:
             if version is not None and not self.store.versions(namespace, record_id):
@@ -600,12 +605,10 @@ class Service:
                     f"query_vector was given but namespace {namespace!r} has no embedder "
                     "whose vectors it could be compared with"
                 )
-            check_dimensions(embedder, request.query_vector, "query_vector")
-            given = np.asarray(request.query_vector, dtype=np.float32)
-            norm = float(np.linalg.norm(given))
-            if norm == 0.0:
-                raise InvalidInput("query_vector must not be all zeros (it has no direction)")
-            return Ranking.SEMANTIC, given / norm  # scores are then cosine similarities
+            # a unit vector: scores are then cosine similarities
+            return Ranking.SEMANTIC, check_dimensions(
+                embedder, request.query_vector, "query_vector"
+            )
         if ranking == Ranking.LEXICAL:
             return ranking, None
         if ranking == Ranking.AUTO and not query_words(request.query or ""):

@@ -8,6 +8,8 @@ from tests.support.raw import RECORD_TABLES, dump_tables, execute, full_text_mat
 
 import memstrata
 from memstrata import Memory
+from memstrata.domain.errors import InvalidInput
+from memstrata.domain.records import Record
 
 
 def test_supersession_at_t_leaves_exactly_one_record_valid(memory: Memory) -> None:
@@ -170,7 +172,10 @@ def test_expire_is_bounded_and_needs_max_rows(memory: Memory) -> None:
 
 
 def test_verify_promotes_trust_and_writes_reset_it(memory: Memory) -> None:
-    rid = memory.add("ns", "checked fact", trust="verified")
+    with pytest.raises(InvalidInput, match="trust is set by the server"):
+        memory.add("ns", "checked fact", trust="verified")  # asking is refused
+    # a Record read back and written again carries trust: the write resets it
+    rid = memory.upsert("ns", [Record(content="checked fact", trust="verified")]).ids[0]
     assert memory.get("ns", rid).trust == "unverified"  # a write cannot launder trust
     assert memory.search("ns", "checked", min_trust="verified").hits == []
     memory.verify("ns", rid, reviewer="alice")

@@ -24,7 +24,7 @@ import httpx
 from pydantic import BaseModel
 
 from memstrata.domain.errors import ERRORS_BY_CODE, MemstrataError, ProviderFailed
-from memstrata.domain.records import Record, UpsertResult, superseding
+from memstrata.domain.records import SERVER_FIELDS, Record, UpsertResult, superseding
 from memstrata.domain.search import SearchRequest, SearchResult
 from memstrata.domain.time import format_instant, parse_instant
 from memstrata.domain.validation import parse_model
@@ -50,8 +50,9 @@ def _segment(value: str) -> str:
 
 
 def _record_json(record: Record) -> dict[str, Any]:
-    """The fields the caller set, as JSON (payload base64, instants RFC 3339)."""
-    return record.model_dump(mode="json", exclude_unset=True)
+    """The fields the caller set, as JSON (payload base64, instants RFC 3339), without
+    the ones the server owns (a record read back and written again carries them)."""
+    return record.model_dump(mode="json", exclude_unset=True, exclude=set(SERVER_FIELDS))
 
 
 class Client:

@@ -42,9 +42,12 @@ from pydantic import (
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    Strict,
+    TypeAdapter,
     ValidationError,
     model_serializer,
 )
+from pydantic.fields import FieldInfo
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
@@ -451,6 +454,17 @@ def refusal(error: MemstrataError) -> ToolError:
     return ToolError(f"{error.code}: {error.message}")
 
 
+def _strict(field: FieldInfo) -> tuple[Strict, ...]:
+    """``Strict()`` for a tool argument, so the SDK's validation takes JSON types as sent
+    (``"10"`` is not a number, ``1`` is not true) rather than coercing them; a type
+    that is exact already (a ``Literal``) takes no marker."""
+    try:
+        TypeAdapter(Annotated[field.annotation, Strict()])
+    except (RuntimeError, TypeError):
+        return ()
+    return (Strict(),)
+
+
 def _tool_function(spec: ToolSpec, body: Callable[[Any, Context], _Output]) -> Callable[..., Any]:
     """A function the SDK can register: its signature lists the input model's fields
     (so the tool's schema is the model's), and it parses its arguments into the model
@@ -473,7 +487,9 @@ def _tool_function(spec: ToolSpec, body: Callable[[Any, Context], _Output]) -> C
         parameters.append(
             inspect.Parameter(
                 name, inspect.Parameter.KEYWORD_ONLY, default=default,
-                annotation=Annotated[(field.annotation, *field.metadata, described)],
+                annotation=Annotated[
+                    (field.annotation, *field.metadata, described, *_strict(field))
+                ],
             )
         )  # fmt: skip
     call.__signature__ = inspect.Signature(  # type: ignore[attr-defined]

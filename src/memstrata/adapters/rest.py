@@ -29,9 +29,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from memstrata.access import Caller
 from memstrata.adapters.mcp import mcp_http_app
 from memstrata.adapters.rest_models import http_status, request_components
-from memstrata.adapters.rest_observe import Observe
+from memstrata.adapters.rest_observe import Observe, metrics_scope
 from memstrata.adapters.rest_paths import EncodedSlashes
 from memstrata.adapters.rest_routes import ROUTERS, Runtime
 from memstrata.config import Settings
@@ -101,8 +102,9 @@ async def on_crash(request: Request, error: Exception) -> Response:
 
 class MetricsApp:
     """``prometheus_client``'s ASGI app behind the server's tokens: with auth on, any
-    enabled token may scrape (the samples name namespaces). Being a class instance,
-    Starlette's ``Route`` mounts it as an ASGI app rather than a view function."""
+    enabled token may scrape, and sees samples only of the namespaces it may read.
+    Being a class instance, Starlette's ``Route`` mounts it as an ASGI app rather than
+    a view function."""
 
     def __init__(self, app: ASGIApp, rt: Runtime) -> None:
         self.app = app
@@ -112,14 +114,22 @@ class MetricsApp:
         if self.rt.settings.auth.enabled:
             header = Headers(scope=scope).get("authorization", "")
             scheme, _, secret = header.partition(" ")
+            service = self.rt.require_service()
             try:
-                self.rt.require_service().access.authenticate(
+                token = service.access.authenticate(
                     secret.strip() if scheme.lower() == "bearer" else None
                 )
             except MemstrataError as error:
                 response = await on_memstrata_error(Request(scope), error)
                 await response(scope, receive, send)
                 return
+            # the per-namespace samples name namespaces: a scoped token sees its own
+            scoped = metrics_scope.set(Caller(service, token).visible)
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                metrics_scope.reset(scoped)
+            return
         await self.app(scope, receive, send)
 
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.json_schema import models_json_schema
 
 from memstrata.domain.errors import Forbidden, InvalidInput, MemstrataError
-from memstrata.domain.records import NAMESPACE_PATTERN, Instant, Record
+from memstrata.domain.records import NAMESPACE_PATTERN, Instant, Record, RecordInput
 from memstrata.domain.search import ExpireRequest, SearchRequest
 from memstrata.domain.time import format_instant
 from memstrata.domain.validation import as_invalid_input, parse_model
@@ -33,7 +33,10 @@ INPUT_SUFFIX = "Input"
 class UpsertBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    records: list[Record] = Field(description="Records to write, atomically: all or none.")
+    records: list[RecordInput] = Field(
+        description="Records to write, atomically: all or none. The fields the server owns"
+        " (trust, version, superseded_by, created_at, updated_at) are refused."
+    )
 
 
 class InvalidateBody(BaseModel):
@@ -116,7 +119,9 @@ def parse_body(model: type[M], raw: bytes, *, optional: bool = False) -> M:
             return model()
         raise InvalidInput("the request body is empty; send a JSON object")
     try:
-        return model.model_validate_json(raw)
+        # strict: JSON types as sent ("10" is not a number, 1 is not true); the domain's
+        # own conversions (metadata values to text, instants) still apply
+        return model.model_validate_json(raw, strict=True)
     except ValidationError as error:
         problem = error.errors()[0]
         if problem["type"] == "json_invalid":

@@ -34,6 +34,10 @@ REQUEST_ID_HEADER = "X-Request-ID"
 MAX_REQUEST_ID = 128
 
 request_id: ContextVar[str | None] = ContextVar("memstrata_request_id", default=None)
+#: While ``/metrics`` renders: which namespaces the scraping token may see (None: all).
+metrics_scope: ContextVar[Callable[[str], bool] | None] = ContextVar(
+    "memstrata_metrics_scope", default=None
+)
 
 http_log = logging.getLogger("memstrata.http")
 
@@ -149,7 +153,10 @@ class ServiceCollector(Collector):
             "Records with no vector for their namespace's current embedder.",
             labels=["namespace"],
         )
+        visible = metrics_scope.get()
         for namespace in service.namespaces():
+            if visible is not None and not visible(namespace):
+                continue
             backlog.add_metric([namespace], service.backlog(namespace))
         yield backlog
 

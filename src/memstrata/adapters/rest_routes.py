@@ -144,7 +144,25 @@ def _body_too_large(size: int, limit: int) -> PolicyLimit:
 # Path and query constraints are published in the schema but checked by the domain,
 # so a bad namespace or version gets the same message here as in the Python API.
 CallerDep = Annotated[Caller, Depends(caller)]
-Body = Annotated[bytes, Depends(body)]
+
+
+class BodyFor:
+    """Dependency: the raw request body of a route that needs ``capability``, read only
+    once the caller is known to hold it (for the path's namespace). So a request with no
+    token, or the wrong one, is answered 401/403 without the server taking its body,
+    however large it claims to be."""
+
+    def __init__(self, capability: Capability) -> None:
+        self.capability = capability
+
+    async def __call__(self, request: Request, who: CallerDep) -> bytes:
+        who.require(self.capability, request.path_params.get("ns"))
+        return await body(request)
+
+
+ReadBody = Annotated[bytes, Depends(BodyFor(Capability.READ))]
+WriteBody = Annotated[bytes, Depends(BodyFor(Capability.WRITE))]
+AdminBody = Annotated[bytes, Depends(BodyFor(Capability.ADMIN))]
 Namespace = Annotated[
     str,
     Path(
@@ -184,7 +202,7 @@ health_router = APIRouter(tags=[OPERATIONS])
     openapi_extra=body_schema(UpsertBody),
     summary="Write records (atomic upsert)",
 )
-def upsert(ns: Namespace, raw: Body, who: CallerDep) -> Response:
+def upsert(ns: Namespace, raw: WriteBody, who: CallerDep) -> Response:
     request = parse_body(UpsertBody, raw)
     return reply(who.upsert(ns, request.records).model_dump(mode="json"))
 
@@ -228,7 +246,7 @@ def delete_record(
     openapi_extra=body_schema(InvalidateBody, required=False),
     summary="Close a record's validity without a replacement",
 )
-def invalidate(ns: Namespace, record_id: RecordId, raw: Body, who: CallerDep) -> Response:
+def invalidate(ns: Namespace, record_id: RecordId, raw: WriteBody, who: CallerDep) -> Response:
     request = parse_body(InvalidateBody, raw, optional=True)
     at = None if request.at is None else to_us(request.at)
     return reply({"version": who.invalidate(ns, record_id, at)})
@@ -240,7 +258,7 @@ def invalidate(ns: Namespace, record_id: RecordId, raw: Body, who: CallerDep) ->
     openapi_extra=body_schema(VerifyBody),
     summary="Promote a record to verified (admin)",
 )
-def verify(ns: Namespace, record_id: RecordId, raw: Body, who: CallerDep) -> Response:
+def verify(ns: Namespace, record_id: RecordId, raw: AdminBody, who: CallerDep) -> Response:
     request = parse_body(VerifyBody, raw)
     return reply({"version": who.verify(ns, record_id, request.reviewer)})
 
@@ -252,7 +270,7 @@ def verify(ns: Namespace, record_id: RecordId, raw: Body, who: CallerDep) -> Res
     openapi_extra=body_schema(EmbeddingBody),
     summary="Store a caller-computed vector for a record",
 )
-def set_embedding(ns: Namespace, record_id: RecordId, raw: Body, who: CallerDep) -> Response:
+def set_embedding(ns: Namespace, record_id: RecordId, raw: WriteBody, who: CallerDep) -> Response:
     request = parse_body(EmbeddingBody, raw)
     who.set_embedding(ns, record_id, request.vector)
     return Response(status_code=204)
@@ -273,7 +291,7 @@ def history(ns: Namespace, record_id: RecordId, who: CallerDep) -> Response:
     openapi_extra=body_schema(SearchRequest),
     summary="Search: lexical, semantic or hybrid, scoped in time",
 )
-def search(ns: Namespace, raw: Body, who: CallerDep, http: Request) -> Response:
+def search(ns: Namespace, raw: ReadBody, who: CallerDep, http: Request) -> Response:
     request = parse_body(SearchRequest, raw)
     started = time.perf_counter()
     result = who.search(ns, request)
@@ -288,7 +306,7 @@ def search(ns: Namespace, raw: Body, who: CallerDep, http: Request) -> Response:
     openapi_extra=body_schema(ExpireRequest),
     summary="Invalidate or delete up to max_rows matching records",
 )
-def expire(ns: Namespace, raw: Body, who: CallerDep) -> Response:
+def expire(ns: Namespace, raw: WriteBody, who: CallerDep) -> Response:
     request = parse_body(ExpireRequest, raw)
     return reply({"affected": who.expire(ns, request)})
 
@@ -322,7 +340,7 @@ def audit(ns: Namespace, who: CallerDep) -> Response:
     openapi_extra=body_schema(JobBody),
     summary="Start an embed, reindex or mine job (admin)",
 )
-def start_job(raw: Body, who: CallerDep, http: Request) -> Response:
+def start_job(raw: AdminBody, who: CallerDep, http: Request) -> Response:
     request = parse_body(JobBody, raw)
     who.require(Capability.ADMIN, request.namespace)  # before anything about the path
     mine = request.mine_request(runtime(http).settings.server.mine_roots)

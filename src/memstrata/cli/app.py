@@ -20,7 +20,18 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from memstrata.cli import demo, embedding, importing, mcp, mining, output, records, search, server
+from memstrata.cli import (
+    demo,
+    embedding,
+    importing,
+    maintenance,
+    mcp,
+    mining,
+    output,
+    records,
+    search,
+    server,
+)
 from memstrata.cli.context import CliState
 from memstrata.cli.options import EmbedderName
 from memstrata.domain.errors import InvalidInput, MemstrataError, PolicyLimit
@@ -152,6 +163,7 @@ embedding.register(app)
 demo.register(app)
 importing.register(app)
 mining.register(app)
+maintenance.register(app)
 mcp.register(app)
 server.register(app)
 

@@ -3,12 +3,15 @@
 ``jsonl``: one record object per line. ``conversation``: a JSON transcript — an object
 ``{"id"?, "sessions": [...]}``, a list of sessions, or a list of such objects (several
 conversations). The format is taken from the file name when not given: ``.jsonl`` and
-``.ndjson`` are JSON Lines, ``.json`` is a conversation. Everything is validated before
-the first write; see :mod:`memstrata.jobs.importing` for what is atomic.
+``.ndjson`` are JSON Lines, ``.json`` is a conversation. A file ``memstrata export`` wrote
+(its first line says so) is restored as it was, into the namespaces it names (see
+:mod:`memstrata.backups`). Everything is validated before the first write; see
+:mod:`memstrata.jobs.importing` for what is atomic.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -16,6 +19,7 @@ from typing import Annotated, Any, Literal
 
 import typer
 
+from memstrata import backups
 from memstrata.cli import output
 from memstrata.cli.context import open_memory
 from memstrata.cli.options import JsonOutput, Namespace
@@ -134,6 +138,9 @@ def import_(
     Every line is checked first: a bad line is reported by number and nothing is
     written. Records are then written in batches, each one transaction.
     """
+    if format_ == "auto" and backups.is_export(file):
+        _restore(ctx, file, as_json)
+        return
     kind = _format_of(file, format_)
     if kind == "jsonl" and (conversation is not None or template != DEFAULT_TEMPLATE):
         raise InvalidInput("--conversation and --template apply to --format conversation only")
@@ -167,6 +174,20 @@ def import_(
     noun = "record" if records == 1 else "records"
     output.console().print(
         f"imported {records} {noun} from {file.name} into {namespace} ({kind})", markup=False
+    )
+
+
+def _restore(ctx: typer.Context, file: Path, as_json: bool) -> None:
+    """An export (``memstrata export``) restores into the namespaces it names."""
+    with open_memory(ctx) as memory:
+        report = backups.import_export(memory, file)
+    if as_json:
+        output.print_json({"format": "export", **dataclasses.asdict(report)})
+        return
+    output.console().print(
+        f"restored {report.records} records ({report.versions} versions) from {file.name} "
+        f"into {', '.join(report.namespaces) or 'nothing'} (export)",
+        markup=False,
     )
 
 

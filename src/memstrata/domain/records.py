@@ -8,13 +8,13 @@ import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-import numpy as np
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
     PlainSerializer,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -22,6 +22,7 @@ from pydantic import (
 from memstrata.domain.errors import InvalidInput
 from memstrata.domain.time import format_instant, from_us, parse_instant, to_us
 from memstrata.domain.validation import reraise_memstrata
+from memstrata.domain.vectors import MAX_INT64, vector_problem
 
 NAMESPACE_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 MAX_ID_LENGTH = 256
@@ -115,8 +116,8 @@ class Record(BaseModel):
     deleted_at: Instant | None = None
     supersedes: list[str] = Field(default_factory=list)
     superseded_by: str | None = None
-    version: int | None = None
-    if_version: int | None = Field(default=None, ge=0)
+    version: int | None = Field(default=None, ge=1, le=MAX_INT64)
+    if_version: int | None = Field(default=None, ge=0, le=MAX_INT64)
     vector: list[float] | None = None
 
     @field_validator("id")
@@ -155,11 +156,9 @@ class Record(BaseModel):
     @field_validator("vector")
     @classmethod
     def _finite_vector(cls, vector: list[float] | None) -> list[float] | None:
-        if vector is not None:
-            if not vector:
-                raise ValueError("must hold at least one number")
-            if not np.isfinite(np.asarray(vector, dtype=np.float64)).all():
-                raise ValueError("must hold only finite numbers")
+        problem = None if vector is None else vector_problem(vector)
+        if problem is not None:
+            raise ValueError(problem)
         return vector
 
     @field_validator("supersedes")
@@ -185,6 +184,34 @@ class Record(BaseModel):
         if not data.get("supersedes"):
             data.pop("supersedes", None)
         return data
+
+
+#: Fields only the store sets. A write that sends one is refused rather than having it
+#: silently ignored: a caller that thinks it can set ``trust`` or ``version`` is wrong.
+SERVER_FIELDS = ("trust", "version", "superseded_by", "created_at", "updated_at")
+
+
+def _without_server_fields(schema: dict[str, Any]) -> None:
+    for name in SERVER_FIELDS:
+        schema.get("properties", {}).pop(name, None)
+
+
+class RecordInput(Record):
+    """A record as a caller writes it (every wire format, and mappings given to the
+    Python API): the same fields, except that :data:`SERVER_FIELDS` are refused (and
+    absent from its JSON schema)."""
+
+    model_config = ConfigDict(json_schema_extra=_without_server_fields)
+
+    # A field validator, not a model one: a model "before" validator would hand the
+    # fields over as Python values, and strict JSON parsing of the rest would change.
+    @field_validator(*SERVER_FIELDS, mode="before")
+    @classmethod
+    def _server_owned(cls, value: Any, info: ValidationInfo) -> Any:
+        raise ValueError(
+            f"{info.field_name} is set by the server, never by a write; remove it "
+            "(verify promotes trust, if_version checks a version, supersedes links records)"
+        )
 
 
 def superseding(record: Record, old_id: str) -> Record:

@@ -18,6 +18,7 @@ from pydantic import (
 
 from memstrata.domain.records import Instant, MetadataValue, Record, Trust
 from memstrata.domain.time import Window, now_us, to_us
+from memstrata.domain.vectors import MAX_COUNT, vector_problem
 
 
 class Ranking(StrEnum):
@@ -138,7 +139,7 @@ class Expand(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     hops: int = Field(default=1, ge=1, le=3)
-    limit: int = Field(default=10, ge=1)
+    limit: int = Field(default=10, ge=1, le=MAX_COUNT)
 
 
 class SearchRequest(BaseModel):
@@ -148,9 +149,9 @@ class SearchRequest(BaseModel):
 
     query: str | None = None
     query_vector: list[float] | None = None
-    top_k: int = Field(default=10, ge=1)
+    top_k: int = Field(default=10, ge=1, le=MAX_COUNT)
     ranking: Ranking = Ranking.AUTO
-    candidate_k: int | None = Field(default=None, ge=1)
+    candidate_k: int | None = Field(default=None, ge=1, le=MAX_COUNT)
     kind: KindScope = None
     tags: list[str] = Field(default_factory=list)
     key: str | None = None
@@ -173,8 +174,9 @@ class SearchRequest(BaseModel):
         if (self.query is None) == (self.query_vector is None):
             raise ValueError("give exactly one of query and query_vector")
         if self.query_vector is not None:
-            if not self.query_vector or not all(math.isfinite(x) for x in self.query_vector):
-                raise ValueError("query_vector must be a non-empty list of finite numbers")
+            problem = vector_problem(self.query_vector)
+            if problem is not None:
+                raise ValueError(f"query_vector {problem}")
             if self.ranking in (Ranking.LEXICAL, Ranking.HYBRID):
                 raise ValueError(
                     f"ranking {self.ranking.value} needs query text for the lexical lane; "
@@ -283,7 +285,7 @@ class ExpireRequest(BaseModel):
     predicates: list[Predicate] = Field(default_factory=list)
     all: bool = False
     action: ExpireAction
-    max_rows: int = Field(gt=0)
+    max_rows: int = Field(gt=0, le=MAX_COUNT)
 
     @model_validator(mode="after")
     def _scoped(self) -> ExpireRequest:

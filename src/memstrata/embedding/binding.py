@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memstrata.domain.errors import InvalidInput
+import numpy as np
+
 from memstrata.domain.validation import parse_model
+from memstrata.domain.vectors import checked_vector
 from memstrata.embedding.base import Embedder
 from memstrata.embedding.cache import CachedEmbedder, EmbeddingCache
 from memstrata.embedding.config import EmbedderConfig
@@ -73,9 +75,7 @@ class EmbedderBinding:
             embedder.close()
 
 
-def check_dimensions(embedder: Embedder, vector: list[float], field: str) -> None:
-    if len(vector) != embedder.dimensions:
-        raise InvalidInput(
-            f"{field} has {len(vector)} dimensions but the namespace embedder "
-            f"{embedder.embedder_id} makes {embedder.dimensions}; send a vector of that size"
-        )
+def check_dimensions(embedder: Embedder, vector: Sequence[float], field: str) -> np.ndarray:
+    """``vector`` checked for ``embedder`` (its size, finite as float32, not all zeros),
+    as the unit float32 vector the store keeps."""
+    return checked_vector(vector, field, embedder.dimensions)

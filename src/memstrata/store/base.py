@@ -12,6 +12,7 @@ appends to the ledger, attributed to ``actor``. A record that does not exist is
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import numpy as np
@@ -21,6 +22,7 @@ from memstrata.domain.ledger import LedgerEntry
 from memstrata.domain.records import Record
 from memstrata.domain.search import ExpireRequest, SearchRequest
 from memstrata.domain.time import Window
+from memstrata.store.sql.maintenance import Finding, Read
 
 
 class Store(Protocol):
@@ -195,4 +197,30 @@ class Store(Protocol):
 
     def namespaces(self) -> list[str]:
         """Every namespace that has been written to, by name."""
+        ...
+
+    # maintenance (backup, export, import, check: see store/sql/maintenance.py)
+    def reader(self) -> AbstractContextManager[Read]:
+        """Reads (``?`` placeholders, the shared tables) that all see one committed state."""
+        ...
+
+    def restore(
+        self,
+        records: Sequence[Sequence[Record]],
+        *,
+        now: int,
+        actor: str,
+        hard_deleted: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        """Writes exported records (each its versions, server fields kept) and the ids
+        an export says were hard-deleted, in one transaction, ledgered as ``import``."""
+        ...
+
+    def backup(self, path: str) -> None:
+        """A consistent copy of the live store at ``path`` (a new file), where the
+        backend can make one."""
+        ...
+
+    def integrity(self) -> list[Finding]:
+        """What the backend itself can verify of its files and indexes."""
         ...

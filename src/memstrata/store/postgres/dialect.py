@@ -21,12 +21,14 @@ import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 
+from memstrata.domain.errors import InvalidInput
 from memstrata.domain.records import Record
 from memstrata.domain.time import now_us
 from memstrata.store.postgres import lexical, vectors
 from memstrata.store.postgres.connection import Connection, Database, connect
 from memstrata.store.postgres.migrations import apply_migrations
 from memstrata.store.sql.dialect import Dialect, Lane
+from memstrata.store.sql.maintenance import Finding
 from memstrata.store.sql.rows import ROW_FIELDS, best, hits, prefixed
 from memstrata.store.sql.scope import scope_clause, scope_rowids
 
@@ -288,3 +290,24 @@ class PostgresDialect(Dialect):
                 (namespace, embedder_id, list(ids)),
             ).fetchall()
         return {row[0]: row[1].to_numpy().astype(np.float32).tolist() for row in rows}
+
+    # -- maintenance ----------------------------------------------------------------
+
+    def backup(self, path: str) -> None:
+        raise InvalidInput(
+            "memstrata backup copies a SQLite file; back up PostgreSQL with pg_dump "
+            "(pg_dump --format=custom --schema=SCHEMA --file=PATH URL; see docs/backup.md), "
+            "or take a portable copy with memstrata export"
+        )
+
+    def integrity(self) -> list[Finding]:
+        """PostgreSQL checks its own pages (``pg_amcheck`` on demand); here: every
+        vector has a direction (pgvector itself refuses NaN and infinities)."""
+        vectors = Finding("vectors readable")
+        with self.db.read() as tx:
+            row = tx.execute(
+                "SELECT count(*) FROM vectors WHERE dimensions > 0 AND vector_norm(embedding) = 0"
+            ).fetchone()
+        if row and row[0]:
+            vectors.problems.append(f"{row[0]} vectors are all zeros")
+        return [vectors]

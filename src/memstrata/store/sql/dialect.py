@@ -25,6 +25,7 @@ import numpy as np
 from memstrata.domain.records import Record
 from memstrata.domain.search import SearchRequest
 from memstrata.domain.time import Window
+from memstrata.store.sql.maintenance import Finding
 
 T = TypeVar("T")
 #: A connection inside a transaction, as the dialect's ``db`` hands it out.
@@ -180,6 +181,24 @@ class Dialect(ABC):
 
     def build_vector_index(self, dimensions: int) -> None:  # noqa: B027 - a hook
         """Builds the vector index of one dimension now, where the lane has one."""
+
+    # -- maintenance ----------------------------------------------------------------
+
+    def purge_forgotten(self, tx: Tx) -> None:  # noqa: B027 - a hook, not abstract
+        """After hard deletes, in their transaction: drops what the engine still keeps
+        of the deleted rows (nothing to do where deleting a row removes it all)."""
+
+    def scrub(self) -> None:  # noqa: B027 - a hook, not abstract
+        """After a hard delete has committed: lets go of old images of its pages."""
+
+    @abstractmethod
+    def backup(self, path: str) -> None:
+        """A consistent copy of the live store at ``path`` (a new file), or a refusal
+        that says how to back this engine up."""
+
+    @abstractmethod
+    def integrity(self) -> list[Finding]:
+        """What the engine itself can verify of its files, indexes and vectors."""
 
     def close(self) -> None:
         self.db.close()

@@ -11,7 +11,8 @@ conformance suite runs on both; scores differ in scale only.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -20,10 +21,11 @@ from memstrata.domain.auth import Capability, Token
 from memstrata.domain.errors import NotFound
 from memstrata.domain.ledger import LedgerEntry
 from memstrata.domain.records import Record
-from memstrata.domain.search import ExpireRequest, SearchRequest
+from memstrata.domain.search import ExpireAction, ExpireRequest, SearchRequest
 from memstrata.domain.time import Window
 from memstrata.store.sql import expiry
 from memstrata.store.sql.dialect import Database, Dialect, Lane, Tx
+from memstrata.store.sql.maintenance import Finding, Read
 from memstrata.store.sql.rows import COLUMNS, record_from_row, record_from_snapshot
 from memstrata.store.sql.scope import metadata_clause
 from memstrata.store.sql.writes import Writes, fetch, missing
@@ -119,10 +121,16 @@ class SqlStore:
         return int(self._write(namespace, now, actor, lambda w: w.invalidate(record_id, at)))
 
     def delete(self, namespace: str, record_id: str, *, hard: bool, now: int, actor: str) -> None:
-        self._write(
-            namespace, now, actor,
-            lambda w: w.hard_delete(record_id) if hard else w.soft_delete(record_id),
-        )  # fmt: skip
+        if not hard:
+            self._write(namespace, now, actor, lambda w: w.soft_delete(record_id))
+            return
+
+        def work(writes: Writes) -> None:
+            writes.hard_delete(record_id)
+            self.dialect.purge_forgotten(writes.tx)
+
+        self._write(namespace, now, actor, work)
+        self.dialect.scrub()
 
     def verify(self, namespace: str, record_id: str, reviewer: str, *, now: int, actor: str) -> int:
         return int(self._write(namespace, now, actor, lambda w: w.verify(record_id, reviewer)))
@@ -141,11 +149,19 @@ class SqlStore:
             f" ORDER BY r.rowid LIMIT ?{d.lock_for_update}"
         )
 
+        hard = request.action == ExpireAction.HARD_DELETE
+
         def work(writes: Writes) -> int:
             ids = [row[0] for row in writes.tx.execute(sql, params).fetchall()]
-            return expiry.apply(writes, ids, request.action)
+            affected = expiry.apply(writes, ids, request.action)
+            if hard and affected:
+                self.dialect.purge_forgotten(writes.tx)
+            return affected
 
-        return int(self._write(namespace, now, actor, work))
+        affected = int(self._write(namespace, now, actor, work))
+        if hard and affected:
+            self.dialect.scrub()
+        return affected
 
     def set_embedding(
         self,
@@ -396,6 +412,39 @@ class SqlStore:
                 > 0
             )
         )
+
+    # -- maintenance (backup, export, import, check) ---------------------------
+
+    @contextmanager
+    def reader(self) -> Iterator[Read]:
+        """Reads (``?`` placeholders) that all see one committed state."""
+        with self.db.snapshot() as tx:
+            yield lambda sql, params: tx.execute(sql, list(params)).fetchall()
+
+    def restore(
+        self,
+        records: Sequence[Sequence[Record]],
+        *,
+        now: int,
+        actor: str,
+        hard_deleted: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        d = self.dialect
+
+        def work(tx: Tx) -> None:
+            for versions in records:
+                Writes(d, tx, versions[0].namespace, now=now, actor=actor).restore(versions)
+            for namespace, record_id in hard_deleted:
+                Writes(d, tx, namespace, now=now, actor=actor).restore_hard_delete(record_id)
+
+        self.db.write(work)
+        d.wrote(sum(len(versions) for versions in records))
+
+    def backup(self, path: str) -> None:
+        self.dialect.backup(path)
+
+    def integrity(self) -> list[Finding]:
+        return self.dialect.integrity()
 
     # -- inspection -------------------------------------------------------------
 

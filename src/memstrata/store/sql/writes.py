@@ -284,6 +284,25 @@ class Writes:
         self.known[record_id] = None
         self.ledger("hard_delete", record_id, None)
 
+    def restore(self, versions: Sequence[Record]) -> None:
+        """Writes one record's versions as an export holds them, server fields and all
+        (``memstrata import`` of an export): each version saved in turn, so the current
+        row is the last one, and each ledgered as an ``import``."""
+        self.ensure_namespace()
+        rowid: int | None = None
+        previous: Record | None = None
+        for record in versions:
+            changed = previous is None or previous.content != record.content
+            document = self.d.documents([record.content])[0] if changed else None
+            rowid = self.save(rowid, record, document=document)
+            self.ledger("import", record.id, record.version)
+            previous = record
+
+    def restore_hard_delete(self, record_id: str) -> None:
+        """Ledgers, on import, that ``record_id`` was hard-deleted in the exported store."""
+        self.ensure_namespace()
+        self.ledger("hard_delete", record_id, None, {"imported": True})
+
     def verify(self, record_id: str, reviewer: str) -> int:
         rowid, record = self.require(record_id)
         if record.trust == "verified":

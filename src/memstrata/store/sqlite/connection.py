@@ -20,6 +20,7 @@ from memstrata.domain.errors import StorageUnavailable
 T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 60_000
+CHECKPOINT_WAIT_MS = 50
 _LOCK_RETRY_SECONDS = 120.0
 
 
@@ -33,6 +34,9 @@ def connect(path: str) -> sqlite3.Connection:
     _with_lock_retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
+    # A hard delete must leave no bytes behind: freed cells and pages are zeroed. Set
+    # here rather than trusted to the build's default (which differs between builds).
+    conn.execute("PRAGMA secure_delete = ON")
     # Scope scans touch many pages: keep them in memory rather than in syscalls.
     conn.execute("PRAGMA cache_size = -65536")  # 64 MiB per connection
     conn.execute("PRAGMA mmap_size = 1073741824")
@@ -161,6 +165,20 @@ class Database:
             finally:
                 self._local.depth = 0
                 conn.execute("COMMIT")
+
+    def checkpoint(self) -> bool:
+        """Copies the WAL into the file and empties it (after a hard delete: the WAL
+        still holds the deleted pages' old images). Waits at most a moment: when a
+        reader still needs the WAL, it is left for SQLite's next checkpoint."""
+        conn = self.conn()
+        conn.execute(f"PRAGMA busy_timeout = {CHECKPOINT_WAIT_MS}")
+        try:
+            row = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            return row is not None and row[0] == 0
+        except sqlite3.OperationalError:
+            return False
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
     def close(self) -> None:
         with self._all_lock:

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from memstrata.domain.errors import InvalidInput, StorageUnavailable
 from memstrata.domain.records import Record
 from memstrata.domain.search import SearchRequest, query_words
 from memstrata.domain.time import Window, now_us
 from memstrata.store.sql.dialect import Dialect, Lane
+from memstrata.store.sql.maintenance import Finding
 from memstrata.store.sql.rows import COLUMNS, ROW_FIELDS, best, hits, prefixed
 from memstrata.store.sql.scope import scope_clause, scope_rowids
 from memstrata.store.sqlite.connection import Database, translated
@@ -199,3 +202,70 @@ class SqliteDialect(Dialect):
     def raw(self) -> sqlite3.Connection:
         """The calling thread's connection, for tests and diagnostics."""
         return self.db.conn()
+
+    # -- maintenance ----------------------------------------------------------------
+
+    def purge_forgotten(self, tx: sqlite3.Connection) -> None:
+        """Rewrites the full-text index without the rows deleted so far. FTS5 records
+        a delete as a marker in a new segment and keeps the old segment, terms and all,
+        until a merge; ``optimize`` merges every segment into one, so a hard-deleted
+        record's words leave the file (its freed pages zeroed by ``secure_delete``).
+        The cost grows with the index (docs/backup.md), once per hard-delete call."""
+        tx.execute("INSERT INTO records_fts (records_fts) VALUES ('optimize')")
+
+    def scrub(self) -> None:
+        self.db.checkpoint()  # the WAL still holds the deleted pages' old images
+
+    def backup(self, path: str) -> None:
+        """``VACUUM INTO``: reads one snapshot (writers carry on meanwhile) and writes a
+        compact file with no free pages."""
+        if Path(path).exists():
+            raise InvalidInput(f"{path} already exists; back up to a new file")
+        with translated(self.path):
+            self.db.conn().execute("VACUUM INTO ?", (path,))
+
+    def integrity(self) -> list[Finding]:
+        conn = self.db.conn()
+        pages = Finding("sqlite integrity")
+        found = [row[0] for row in conn.execute("PRAGMA integrity_check")]
+        if found != ["ok"]:
+            pages.problems += found[:20]
+        text = Finding("full-text index")
+        try:
+            self.db.write(
+                lambda tx: tx.execute(
+                    "INSERT INTO records_fts (records_fts) VALUES ('integrity-check')"
+                )
+            )
+        except (sqlite3.DatabaseError, StorageUnavailable) as error:
+            text.problems.append(f"FTS5 integrity-check failed: {error}")
+        for label, sql in (
+            ("records missing from the full-text index",
+             "SELECT count(*) FROM records r WHERE NOT EXISTS"
+             " (SELECT 1 FROM records_fts f WHERE f.rowid = r.rowid)"),
+            ("full-text rows of no record",
+             "SELECT count(*) FROM records_fts f WHERE NOT EXISTS"
+             " (SELECT 1 FROM records r WHERE r.rowid = f.rowid)"),
+        ):  # fmt: skip
+            count = conn.execute(sql).fetchone()[0]
+            if count:
+                text.problems.append(f"{count} {label}")
+        return [pages, text, self._vector_finding(conn)]
+
+    @staticmethod
+    def _vector_finding(conn: sqlite3.Connection) -> Finding:
+        vectors = Finding("vectors readable")
+        rows = conn.execute(
+            "SELECT record, embedder_id, dimensions, vector FROM vectors WHERE dimensions > 0"
+        )
+        for record, embedder_id, dimensions, blob in rows:
+            problem = None
+            if len(blob) != 4 * dimensions:
+                problem = f"holds {len(blob)} bytes for {dimensions} dimensions"
+            else:
+                data = np.frombuffer(blob, dtype="<f4")
+                if not np.isfinite(data).all() or not data.any():
+                    problem = "is not finite, or all zeros"
+            if problem and len(vectors.problems) < 20:
+                vectors.problems.append(f"the {embedder_id} vector of row {record} {problem}")
+        return vectors

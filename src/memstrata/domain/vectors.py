@@ -1,0 +1,51 @@
+"""Vectors as memstrata keeps them: float32, finite, with a direction, of the right size.
+
+Every path that accepts a vector from outside (an upsert's ``vector``, ``set_embedding``,
+a search's ``query_vector``, an import line) checks it here, once, as the store will
+hold it: a number finite in float64 can be infinite in float32 (``1e39``), and a vector
+whose every component is zero has no direction to compare by cosine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from memstrata.domain.errors import InvalidInput
+
+#: The largest integer both stores hold (SQLite INTEGER, PostgreSQL bigint).
+MAX_INT64 = 2**63 - 1
+#: The largest count a request may ask for (top_k, candidate_k, max_rows, limits):
+#: far beyond any real store, and small enough that arithmetic on it stays in int64.
+MAX_COUNT = 2**31 - 1
+
+
+def vector_problem(values: Sequence[float], dimensions: int | None = None) -> str | None:
+    """What is wrong with ``values`` as a stored vector, or ``None`` when nothing is."""
+    if len(values) == 0:
+        return "must hold at least one number"
+    if dimensions is not None and len(values) != dimensions:
+        return (
+            f"has {len(values)} dimensions but the namespace embedder makes {dimensions}; "
+            "send a vector of that size"
+        )
+    with np.errstate(over="ignore", invalid="ignore"):
+        data = np.asarray(values, dtype=np.float32)
+    if not np.isfinite(data).all():
+        return "must hold only numbers that are finite as float32 (|x| < 3.4e38, no NaN)"
+    # the norm in float64: squares of large or tiny float32 values leave float32's range
+    if float(np.linalg.norm(data.astype(np.float64))) == 0.0:
+        return "must not be all zeros (it has no direction)"
+    return None
+
+
+def checked_vector(
+    values: Sequence[float], field: str, dimensions: int | None = None
+) -> np.ndarray:
+    """``values`` as a unit-length float32 vector, or :class:`InvalidInput` naming ``field``."""
+    problem = vector_problem(values, dimensions)
+    if problem is not None:
+        raise InvalidInput(f"{field} {problem}")
+    data = np.asarray(values, dtype=np.float64)
+    return (data / np.linalg.norm(data)).astype(np.float32)

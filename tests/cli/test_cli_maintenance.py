@@ -1,0 +1,47 @@
+"""``memstrata backup``, ``export``, ``import`` of an export and ``check`` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from .conftest import Cli
+
+
+def test_export_import_round_trip_and_check(cli: Cli, tmp_path: Path) -> None:
+    old = cli.add("Alice works at Acme", "--key", "alice.employer", "--valid-from", "2023-01-01")
+    cli.ok("supersede", old, "Alice works at Globex", "--valid-from", "2024-06-01")
+    exported = cli.ok("export").stdout
+    assert json.loads(exported.splitlines()[0]) == {"format": 1, "memstrata": "export"}
+    path = tmp_path / "memory.jsonl"
+    cli.ok("export", "--output", str(path))
+    assert path.read_text(encoding="utf-8") == exported
+
+    other = Cli(tmp_path / "other.db")
+    restored = other.json("import", str(path))
+    assert restored == {"format": "export", "records": 2, "versions": 3, "namespaces": ["default"]}
+    assert other.ok("export").stdout == exported
+    assert other.json("check")["ok"] is True
+    assert "already holds" in other.fails(1, "import", str(path)).stderr
+
+
+def test_check_exit_code_names_what_is_broken(cli: Cli) -> None:
+    rid = cli.add("a fact")
+    assert "ok" in cli.ok("check").stdout
+    conn = sqlite3.connect(cli.db)
+    with conn:
+        conn.execute("DELETE FROM record_versions WHERE id = ?", (rid,))
+    conn.close()
+    failed = cli.fails(1, "check")
+    assert "FAIL  versions match records" in failed.stdout
+    report = json.loads(cli.fails(1, "check", "--json").stdout)
+    assert report["ok"] is False
+
+
+def test_backup_writes_a_checked_copy_and_never_overwrites(cli: Cli, tmp_path: Path) -> None:
+    cli.add("kept")
+    copy = tmp_path / "copy.db"
+    cli.ok("backup", str(copy))
+    assert Cli(copy).json("check")["ok"] is True
+    assert "already exists" in cli.fails(2, "backup", str(copy)).stderr
