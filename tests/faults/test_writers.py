@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,13 +14,13 @@ from tests.faults.figures import FIGURES
 from tests.faults.test_crash import BATCH, start_writer
 from tests.faults.verify import acknowledged, verify
 from tests.faults.writer import NAMESPACE
+from tests.server.harness import CLI
 
 import memstrata
 from memstrata import backups
 
 WRITERS = 4
 BATCHES = 12
-CLI = [sys.executable, "-c", "from memstrata.cli import main; main()"]
 
 
 def run_writers(target: str, tmp_path: Path, during: object = None) -> list[Path]:
