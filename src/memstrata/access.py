@@ -8,9 +8,10 @@ An adapter turns a request's secret into a :class:`Token` with :meth:`Access.aut
 :class:`Caller`, which checks the capability and namespace before every call and
 writes the token id to the ledger as the actor:
 
-    reads  (search, get, history, namespaces, audit)      read
+    reads  (search, get, history, namespaces, audit,
+            entities, relationships, mentions)             read
     writes (upsert, supersede, invalidate, delete,
-            set_embedding, expire)                         write
+            set_embedding, expire, facts, mentions)        write
     verify, expire with hard_delete, jobs, tokens          admin
 """
 
@@ -22,11 +23,13 @@ from typing import Any
 
 from memstrata.domain.auth import Capability, Token, capabilities_for, digest, new_secret
 from memstrata.domain.errors import Forbidden, InvalidInput, NotFound, Unauthenticated
+from memstrata.domain.graph import Entity, Mention, Relationship
 from memstrata.domain.records import Record, UpsertResult, validate_namespace
 from memstrata.domain.search import ExpireAction, ExpireRequest, SearchRequest, SearchResult
 from memstrata.domain.time import now_us
 from memstrata.jobs.mining import MineRequest
 from memstrata.service import LOCAL_ACTOR, Service
+from memstrata.service_graph import NameLike
 from memstrata.store.base import Store
 
 TOKEN_ID_PREFIX = "tok_"
@@ -131,6 +134,33 @@ class Caller:
         self.require(Capability.READ, namespace)
         return self.service.audit(namespace)
 
+    def entities(
+        self, namespace: str, q: str | None = None, *, kind: str | None = None, limit: int = 100
+    ) -> list[Entity]:
+        self.require(Capability.READ, namespace)
+        return self.service.entities(namespace, q, kind=kind, limit=limit)
+
+    def entity(self, namespace: str, entity_id: str) -> dict[str, Any]:
+        self.require(Capability.READ, namespace)
+        return self.service.entity(namespace, entity_id)
+
+    def relationships(
+        self,
+        namespace: str,
+        entity_id: str,
+        *,
+        include_expired: bool = False,
+        as_of: int | None = None,
+    ) -> list[Relationship]:
+        self.require(Capability.READ, namespace)
+        return self.service.relationships(
+            namespace, entity_id, include_expired=include_expired, as_of=as_of
+        )
+
+    def mentions(self, namespace: str, entity_id: str) -> list[Mention]:
+        self.require(Capability.READ, namespace)
+        return self.service.mentions(namespace, entity_id)
+
     # -- writes ---------------------------------------------------------------
 
     def upsert(self, namespace: str, records: Sequence[Record]) -> UpsertResult:
@@ -158,6 +188,23 @@ class Caller:
         if request.action == ExpireAction.HARD_DELETE:
             self.require(Capability.ADMIN, namespace)
         return self.service.expire(namespace, request, actor=self.actor)
+
+    def assert_fact(
+        self,
+        namespace: str,
+        subject: NameLike,
+        predicate: str,
+        object: NameLike,
+        valid_from: int | None = None,
+    ) -> Relationship:
+        self.require(Capability.WRITE, namespace)
+        return self.service.assert_fact(namespace, subject, predicate, object, valid_from)
+
+    def mention(
+        self, namespace: str, record_id: str, entities: Sequence[NameLike]
+    ) -> list[Mention]:
+        self.require(Capability.WRITE, namespace)
+        return self.service.mention(namespace, record_id, entities)
 
     def verify(self, namespace: str, record_id: str, reviewer: str) -> int:
         self.require(Capability.ADMIN, namespace)

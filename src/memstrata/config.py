@@ -5,11 +5,12 @@
 Every key can be overridden by an environment variable named after its path, with
 ``__`` between levels: ``MEMSTRATA_SERVER__PORT=9000``, ``MEMSTRATA_AUTH__ENABLED=false``,
 ``MEMSTRATA_POLICY__MAX_TOP_K=50``, ``MEMSTRATA_EMBEDDING__PROVIDER=hash``,
+``MEMSTRATA_EXTRACTION__PROVIDER=heuristic``,
 ``MEMSTRATA_NAMESPACES__WORK__EMBEDDING__PROVIDER=hash``. Precedence, highest
 first: explicit overrides (command-line options), environment, file, defaults.
 
 With no file and no variables, memstrata runs: SQLite in the user data directory,
-the best embedder available offline, auth on, loopback only.
+the best embedder available offline, extraction off, auth on, loopback only.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from memstrata.domain.records import validate_namespace
 from memstrata.domain.validation import as_invalid_input
 from memstrata.embedding.binding import EmbedderSpec, build_embedder
 from memstrata.embedding.config import EmbedderConfig
+from memstrata.extraction.config import ExtractorConfig
 from memstrata.memory import Memory
 from memstrata.memory import open_memory as open_embedded
 from memstrata.service import Policy
@@ -148,6 +150,7 @@ class Settings(BaseSettings):
     auth: AuthSettings = Field(default_factory=AuthSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    extraction: ExtractorConfig = Field(default_factory=ExtractorConfig)
     namespaces: dict[str, NamespaceSettings] = Field(default_factory=dict)
 
     @classmethod
@@ -252,4 +255,5 @@ def open_memory(settings: Settings, *, background_jobs: bool = True) -> Memory:
         },
         background_jobs=background_jobs,
         policy=settings.policy.caps(),
+        extractor=settings.extraction,
     )

@@ -15,16 +15,20 @@ import platformdirs
 
 from memstrata import store
 from memstrata.domain.errors import InvalidInput
+from memstrata.domain.graph import Entity, Mention, Relationship
 from memstrata.domain.records import Record, RecordInput, UpsertResult
 from memstrata.domain.search import ExpireRequest, SearchRequest, SearchResult
 from memstrata.domain.time import parse_instant
 from memstrata.domain.validation import parse_model
 from memstrata.embedding.binding import EmbedderBinding, EmbedderSpec, build_embedder
+from memstrata.extraction.registry import ExtractorSpec, build_extractor
 from memstrata.jobs.batches import DEFAULT_BATCH_SIZE
 from memstrata.jobs.embed import JobReport, Progress
+from memstrata.jobs.extract import ExtractReport
 from memstrata.jobs.folder import DEFAULT_MAX_BYTES
 from memstrata.jobs.mining import MineReport, MineRequest
 from memstrata.service import Policy, Service
+from memstrata.service_graph import NameLike
 
 RecordLike = Record | Mapping[str, Any]
 
@@ -183,6 +187,52 @@ class Memory:
         """The active embedder of a namespace (``provider:model:dimensions``) or "none"."""
         return self.service.embedders.describe(namespace)
 
+    # -- the knowledge graph ------------------------------------------------------
+
+    def extract(self, namespace: str, *, progress: Progress | None = None) -> ExtractReport:
+        """Reads the namespace's notes and mined records into the graph now."""
+        return self.service.extract(namespace, progress=progress)
+
+    def assert_fact(
+        self,
+        namespace: str,
+        subject: NameLike,
+        predicate: str,
+        object: NameLike,
+        valid_from: Any = None,
+    ) -> Relationship:
+        """Records a fact a person states: ``subject`` ``predicate`` ``object`` (names,
+        or ``{"name", "kind"}``), valid from ``valid_from`` (default now)."""
+        start = None if valid_from is None else parse_instant(valid_from, "valid_from")
+        return self.service.assert_fact(namespace, subject, predicate, object, start)
+
+    def mention(self, namespace: str, record_id: str, entities: list[NameLike]) -> list[Mention]:
+        """Records that a record mentions these entities (names or ``{"name", "kind"}``)."""
+        return self.service.mention(namespace, record_id, entities)
+
+    def entities(
+        self, namespace: str, q: str | None = None, *, kind: str | None = None, limit: int = 100
+    ) -> list[Entity]:
+        """Entities whose name or alias contains ``q`` (any case), optionally of ``kind``."""
+        return self.service.entities(namespace, q, kind=kind, limit=limit)
+
+    def entity(self, namespace: str, entity_id: str) -> dict[str, Any]:
+        """One entity (id, name, kind, aliases, possibly_same_as)."""
+        return self.service.entity(namespace, entity_id)
+
+    def relationships(
+        self, namespace: str, entity_id: str, *, include_expired: bool = False, as_of: Any = None
+    ) -> list[Relationship]:
+        """An entity's facts valid now (or ``as_of``); ``include_expired``: all of them."""
+        at = None if as_of is None else parse_instant(as_of, "as_of")
+        return self.service.relationships(
+            namespace, entity_id, include_expired=include_expired, as_of=at
+        )
+
+    def mentions(self, namespace: str, entity_id: str) -> list[Mention]:
+        """The records that mention an entity, each with its own spelling."""
+        return self.service.mentions(namespace, entity_id)
+
 
 def open_memory(
     target: str | os.PathLike[str] | None = None,
@@ -193,6 +243,7 @@ def open_memory(
     background_jobs: bool = True,
     policy: Policy | None = None,
     create: bool = True,
+    extractor: ExtractorSpec = None,
 ) -> Memory:
     """Opens (creating if needed) a memory store: a path, a ``sqlite:///`` URL or a
     ``postgresql://`` URL (PostgreSQL with pgvector ≥ 0.8; needs the postgres extra).
@@ -204,9 +255,18 @@ def open_memory(
     backlog of missing vectors is filled on a background thread, starting now.
     ``policy`` sets caps (as a server has); by default an embedded store has none.
     ``create=False`` opens only a store that exists (a SQLite file that is missing is
-    ``memstrata.not_found``, and nothing is created)."""
+    ``memstrata.not_found``, and nothing is created).
+    ``extractor`` reads notes and mined records into the knowledge graph: ``"none"``
+    (the default, or ``MEMSTRATA_EXTRACTOR``), ``"heuristic"``, ``"command"``,
+    ``"http"``, an extractor config (or its dict) or an ``Extractor``."""
     default = build_embedder(embedder, cache_size)
     overrides = {ns: build_embedder(spec, cache_size) for ns, spec in (embedders or {}).items()}
+    chosen, min_confidence = build_extractor(extractor)
     opened = store.open_store(resolve_target(target), create=create)
     binding = EmbedderBinding(default, overrides)
-    return Memory(Service(opened, binding, background_jobs=background_jobs, policy=policy))
+    return Memory(
+        Service(
+            opened, binding, background_jobs=background_jobs, policy=policy, extractor=chosen,
+            min_confidence=min_confidence,
+        )
+    )  # fmt: skip

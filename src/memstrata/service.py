@@ -37,6 +37,7 @@ from memstrata.domain.records import (
     validate_record_id,
 )
 from memstrata.domain.search import (
+    Expand,
     ExpireRequest,
     Hit,
     Ranking,
@@ -48,6 +49,8 @@ from memstrata.domain.time import now_us
 from memstrata.domain.vectors import MAX_INT64
 from memstrata.embedding.base import Embedder
 from memstrata.embedding.binding import EmbedderBinding, check_dimensions
+from memstrata.extraction.base import Extractor
+from memstrata.extraction.config import DEFAULT_MIN_CONFIDENCE
 from memstrata.jobs.embed import (
     BackgroundEmbedder,
     JobReport,
@@ -56,7 +59,9 @@ from memstrata.jobs.embed import (
     mark_interrupted,
     run_embed_job,
 )
+from memstrata.jobs.extract import run_extract_job
 from memstrata.jobs.mining import MineReport, MineRequest, run_mine_job
+from memstrata.service_graph import GraphMethods
 from memstrata.store.base import Store
 
 if TYPE_CHECKING:
@@ -65,7 +70,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("memstrata.service")
 
 LOCAL_ACTOR = "local"
-JOB_TYPES = ("embed", "reindex", "mine")
+JOB_TYPES = ("embed", "extract", "reindex", "mine")
 
 
 @dataclass(frozen=True)
@@ -151,7 +156,7 @@ class _AnnouncingStore:
         return job_id
 
 
-class Service:
+class Service(GraphMethods):
     """The one façade every adapter calls: validates input, applies the policy,
     reads the clock once per call, and drives the store, the embedders and jobs."""
 
@@ -162,15 +167,21 @@ class Service:
         *,
         background_jobs: bool = False,
         policy: Policy | None = None,
+        extractor: Extractor | None = None,
+        min_confidence: float = DEFAULT_MIN_CONFIDENCE,
     ) -> None:
         self.store = store
         self.embedders = embedders or EmbedderBinding(None)
         self.policy = policy or Policy()
+        self.extractor = extractor
+        self.min_confidence = min_confidence
         self._job_locks = NamespaceLocks()
+        self._extract_locks = NamespaceLocks()
+        self._assert_lock = threading.Lock()
         self.background: BackgroundEmbedder | None = None
         mark_interrupted(store)
         if background_jobs:
-            self.background = BackgroundEmbedder(self._background_embed)
+            self.background = BackgroundEmbedder(self._background_work)
             for namespace in store.namespaces():
                 self._queue_if_backlog(namespace)
 
@@ -187,6 +198,8 @@ class Service:
         if self.background is not None:
             self.background.stop()
         self.embedders.close()
+        if self.extractor is not None:
+            self.extractor.close()
         self.store.close()
 
     def embedder_for(self, namespace: str) -> Embedder | None:
@@ -263,7 +276,7 @@ class Service:
             embedder_id=embedder.embedder_id if embedder else None,
             invalidations=invalidations,
         )
-        if warnings:
+        if warnings or self.extractor is not None:
             self._queue_if_backlog(namespace)
         return UpsertResult(
             ids=[i for i, _ in written], versions=[v for _, v in written], warnings=warnings
@@ -337,9 +350,12 @@ class Service:
         validate_namespace(namespace)
         validate_record_id(record_id)
         now = now_us()
-        return self.store.invalidate(
+        version = self.store.invalidate(
             namespace, record_id, now if at is None else at, now=now, actor=actor
         )
+        if self.extractor is not None:
+            self._queue_if_backlog(namespace)  # the sweep closes what the record said
+        return version
 
     def delete(
         self, namespace: str, record_id: str, *, hard: bool = False, actor: str = LOCAL_ACTOR
@@ -420,10 +436,9 @@ class Service:
         return report
 
     def queue_derived(self, namespace: str) -> None:
-        """Queues the jobs that derive data from newly ingested records: embed, for
-        any vector backlog (on the background worker, when this service runs one), and
-        extract (SPEC §8), which reads mined records first — the hook where the extract
-        job is queued once it exists; until then there is nothing to queue."""
+        """Queues the jobs that derive data from newly ingested records (on the
+        background worker, when this service runs one): embed, for any vector backlog,
+        and extract (SPEC §8), which reads mined records, when an extractor is set."""
         self._queue_if_backlog(namespace)
 
     def start_job(
@@ -434,8 +449,8 @@ class Service:
         *,
         actor: str = LOCAL_ACTOR,
     ) -> int:
-        """Starts an ``embed``, ``reindex`` or ``mine`` job (``mine`` says what to mine)
-        on its own thread and returns the id of its job row as soon as it has one;
+        """Starts an ``embed``, ``extract``, ``reindex`` or ``mine`` job (``mine`` says what
+        to mine) on its own thread and returns the id of its job row as soon as it has one;
         ``jobs()`` follows it from there."""
         if job_type not in JOB_TYPES:
             raise InvalidInput(
@@ -450,6 +465,8 @@ class Service:
             )
         if mine is not None:
             mine.folder()  # refused now, before a job row exists, when it is not a folder
+        elif job_type == "extract":
+            extractor = self._require_extractor(namespace)
         elif self.embedder_for(namespace) is None:
             raise SemanticUnavailable(f"namespace {namespace!r} has no embedder configured")
         started: queue.Queue[int | MemstrataError] = queue.Queue()
@@ -459,6 +476,10 @@ class Service:
             try:
                 if mine is not None:
                     self._mine(store, namespace, mine, progress=None, actor=actor)
+                elif job_type == "extract":
+                    with self._extract_locks(namespace):
+                        run_extract_job(store, namespace, extractor,
+                                        min_confidence=self.min_confidence)  # fmt: skip
                 else:
                     self._embed(store, namespace, progress=None, reindex=job_type == "reindex")
             except MemstrataError as error:
@@ -498,20 +519,33 @@ class Service:
             "namespace": namespace,
             "embedder": self.embedders.describe(namespace),
             "backlog": self.backlog(namespace),
+            "extractor": self.describe_extractor(),
+            "extraction_backlog": self.extraction_backlog(namespace),
             "jobs": self.store.jobs(namespace, last=10),
         }
 
-    def _background_embed(self, namespace: str) -> None:
+    def _background_work(self, namespace: str) -> None:
+        """A queued namespace's backlogs: vectors first, then the graph."""
         embedder = self.embedder_for(namespace)
-        if embedder is not None:
+        if embedder is not None and self.store.backlog_count(namespace, embedder.embedder_id):
             with self._job_locks(namespace):
                 run_embed_job(self.store, namespace, embedder)
+        graph = self.store.graph
+        if self.extractor is not None and (
+            self.extraction_backlog(namespace) or graph.unswept(namespace)
+        ):  # a job row only when there is work: writes queue this often
+            with self._extract_locks(namespace):
+                run_extract_job(self.store, namespace, self.extractor,
+                                min_confidence=self.min_confidence)  # fmt: skip
 
     def _queue_if_backlog(self, namespace: str) -> None:
-        embedder = self.embedder_for(namespace)
-        if self.background is None or embedder is None:
+        if self.background is None:
             return
-        if self.store.backlog_count(namespace, embedder.embedder_id):
+        embedder = self.embedder_for(namespace)
+        if embedder is not None and self.store.backlog_count(namespace, embedder.embedder_id):
+            self.background.schedule(namespace)
+        elif self.extractor is not None:
+            # the extract job also sweeps, so it runs after any change, backlog or not
             self.background.schedule(namespace)
 
     def backlog(self, namespace: str) -> int:
@@ -551,9 +585,9 @@ class Service:
         caps, fusing lanes and reporting what could not be searched as warnings."""
         validate_namespace(namespace)
         self.policy.check_search(request)
-        if request.expand:
-            # refused rather than silently ignored: the knowledge graph is not built yet
-            raise InvalidInput("expand: graph expansion is not available yet; search without it")
+        if isinstance(request.expand, Expand):
+            _cap(request.expand.limit, self.policy.max_top_k, "expand.limit", "max_top_k",
+                 "ask for fewer related records")  # fmt: skip
         window = request.window(now_us())
         warnings: list[str] = []
         embedder = self.embedder_for(namespace)
@@ -583,6 +617,8 @@ class Service:
                     "invisible to the semantic lane"
                 )
         hits = fuse(ranking, lexical, semantic, request.top_k)
+        if request.expand:
+            hits = self._expand(namespace, request, window, hits)
         if request.include_vector and embedder is not None:
             vectors = self.store.vectors_for(namespace, [h.record.id for h in hits],
                                              embedder.embedder_id)  # fmt: skip

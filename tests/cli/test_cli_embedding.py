@@ -154,6 +154,9 @@ def test_open_memory_passes_the_embedder_and_no_background_jobs(
         ctx.obj = CliState(db="x.db", embedder=name)  # type: ignore[arg-type]
         open_memory(ctx)
     assert calls == [
-        ("x.db", {"embedder": name, "background_jobs": False, "create": True})
+        (
+            "x.db",
+            {"embedder": name, "extractor": "none", "background_jobs": False, "create": True},
+        )
         for name in ("auto", "local", "none")
     ]

@@ -399,6 +399,12 @@ def test_namespaces_audit_and_jobs(admin: httpx.Client, writer: httpx.Client, ns
     assert job["id"] in [j["id"] for j in listed_jobs]
     error_of(admin.get("/v1/jobs/999999"), 404, "memstrata.not_found")
     assert "type" in error_of(
+        admin.post("/v1/jobs", json={"type": "mine-everything", "namespace": ns}),
+        400,
+        "memstrata.input.invalid",
+    )
+    # extract is a job, but this server has no extractor: refused, naming the setting
+    assert "[extraction] provider" in error_of(
         admin.post("/v1/jobs", json={"type": "extract", "namespace": ns}),
         400,
         "memstrata.input.invalid",

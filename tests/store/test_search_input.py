@@ -94,8 +94,12 @@ def test_semantic_without_an_embedder_is_refused(store_target: str) -> None:
             memory.search("ns", "anything", ranking="semantic")
 
 
-def test_graph_expansion_is_refused_until_it_exists(memory: Memory) -> None:
+def test_graph_expansion_options_are_checked(memory: Memory) -> None:
     memory.add("ns", "a note")
-    with pytest.raises(memstrata.InvalidInput) as error:
-        memory.search("ns", "note", expand=True)
-    assert "expand" in error.value.message
+    for bad in ({"hops": 0}, {"hops": 4}, {"limit": 0}, {"depth": 1}):
+        with pytest.raises(memstrata.InvalidInput) as error:
+            memory.search("ns", "note", expand=bad)
+        assert "expand" in error.value.message
+    # with nothing in the graph, expansion appends nothing and changes no direct hit
+    plain = memory.search("ns", "note", ranking="lexical")
+    assert memory.search("ns", "note", ranking="lexical", expand=True).hits == plain.hits

@@ -24,12 +24,15 @@ import httpx
 from pydantic import BaseModel
 
 from memstrata.domain.errors import ERRORS_BY_CODE, MemstrataError, ProviderFailed
+from memstrata.domain.graph import Entity, Mention, Relationship
 from memstrata.domain.records import SERVER_FIELDS, Record, UpsertResult, superseding
 from memstrata.domain.search import SearchRequest, SearchResult
 from memstrata.domain.time import format_instant, parse_instant
 from memstrata.domain.validation import parse_model
 from memstrata.jobs.embed import JobReport, Progress
+from memstrata.jobs.extract import ExtractReport
 from memstrata.memory import RecordLike, expire_request, to_record
+from memstrata.service_graph import NameLike
 
 DEFAULT_TIMEOUT = 60.0
 JOB_POLL_SECONDS = (0.05, 1.0)  # first and longest wait between job polls
@@ -209,8 +212,72 @@ class Client:
         data: dict[str, Any] = response.json()
         return data
 
-    def _run_job(self, job_type: str, namespace: str, progress: Progress | None) -> JobReport:
-        job = self._call("POST", "/v1/jobs", {"type": job_type, "namespace": namespace}).json()
+    # -- the knowledge graph --------------------------------------------------------
+
+    def _ns(self, namespace: str) -> str:
+        return f"/v1/namespaces/{_segment(namespace)}"
+
+    def extract(self, namespace: str, *, progress: Progress | None = None) -> ExtractReport:
+        """Runs the extract job on the server and waits for it (admin)."""
+        job = self._follow_job("extract", namespace, progress)
+        audit = self.audit(namespace)
+        return ExtractReport(
+            job["id"], namespace, audit["extractor"], job["done"], 0, audit["extraction_backlog"]
+        )
+
+    def assert_fact(
+        self,
+        namespace: str,
+        subject: NameLike,
+        predicate: str,
+        object: NameLike,
+        valid_from: Any = None,
+    ) -> Relationship:
+        body: dict[str, Any] = {"subject": subject, "predicate": predicate, "object": object}
+        if valid_from is not None:
+            body["valid_from"] = format_instant(parse_instant(valid_from, "valid_from"))
+        response = self._call("POST", self._ns(namespace) + "/facts", body)
+        return Relationship.from_json(response.json())
+
+    def mention(self, namespace: str, record_id: str, entities: list[NameLike]) -> list[Mention]:
+        refs = [{"name": e} if isinstance(e, str) else dict(e) for e in entities]
+        path = self._records_path(namespace, record_id) + "/mentions"
+        response = self._call("POST", path, {"entities": refs})
+        return [Mention.from_json(item) for item in response.json()["mentions"]]
+
+    def entities(
+        self, namespace: str, q: str | None = None, *, kind: str | None = None, limit: int = 100
+    ) -> list[Entity]:
+        response = self._call("GET", self._ns(namespace) + "/entities", q=q, kind=kind,
+                              limit=limit)  # fmt: skip
+        return [Entity.from_json(item) for item in response.json()["entities"]]
+
+    def entity(self, namespace: str, entity_id: str) -> dict[str, Any]:
+        response = self._call("GET", self._ns(namespace) + f"/entities/{_segment(entity_id)}")
+        data: dict[str, Any] = response.json()
+        return data
+
+    def relationships(
+        self, namespace: str, entity_id: str, *, include_expired: bool = False, as_of: Any = None
+    ) -> list[Relationship]:
+        at = None if as_of is None else format_instant(parse_instant(as_of, "as_of"))
+        response = self._call(
+            "GET", self._ns(namespace) + f"/entities/{_segment(entity_id)}/relationships",
+            include_expired="true" if include_expired else None, as_of=at,
+        )  # fmt: skip
+        return [Relationship.from_json(item) for item in response.json()["relationships"]]
+
+    def mentions(self, namespace: str, entity_id: str) -> list[Mention]:
+        path = self._ns(namespace) + f"/entities/{_segment(entity_id)}/mentions"
+        return [Mention.from_json(item) for item in self._call("GET", path).json()["mentions"]]
+
+    def _follow_job(
+        self, job_type: str, namespace: str, progress: Progress | None
+    ) -> dict[str, Any]:
+        """Starts a job on the server and waits until it ends; its final row."""
+        job: dict[str, Any] = self._call(
+            "POST", "/v1/jobs", {"type": job_type, "namespace": namespace}
+        ).json()
         wait = JOB_POLL_SECONDS[0]
         while job["state"] == "running":
             time.sleep(wait)  # the server runs the job; the client only follows it
@@ -220,6 +287,10 @@ class Client:
                 progress(job["done"], job["done"])
         if job["state"] != "done":
             raise ProviderFailed(job.get("error") or f"{job_type} job {job['id']} {job['state']}")
+        return job
+
+    def _run_job(self, job_type: str, namespace: str, progress: Progress | None) -> JobReport:
+        job = self._follow_job(job_type, namespace, progress)
         audit = self.audit(namespace)
         return JobReport(job["id"], namespace, audit["embedder"], job["done"], audit["backlog"])
 

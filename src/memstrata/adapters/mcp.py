@@ -123,6 +123,11 @@ class SearchMemoriesInput(_Input):
         description="Search everything ever recorded: revised, expired, future and "
         "forgotten memories too.",
     )
+    expand: bool = Field(
+        default=False,
+        description="Also return memories related to the hits through the knowledge graph "
+        "(the people, projects and tools they mention), after the hits, with 'via' saying how.",
+    )
 
 
 class GetMemoryInput(_Input):
@@ -232,6 +237,10 @@ class SearchHit(_Output):
     record: MemoryRecord
     score: float = Field(description="Relevance; comparable only within one response.")
     signals: dict[str, dict[str, float | int | str]] = Field(default_factory=dict)
+    via: list[dict[str, str]] = Field(
+        default_factory=list,
+        description="For a memory the graph related: the entity, predicate and edge that did.",
+    )
 
 
 class SearchMemoriesResult(_Output):
@@ -246,7 +255,12 @@ class SearchMemoriesResult(_Output):
     def of(cls, result: SearchResult) -> SearchMemoriesResult:
         return cls(
             hits=[
-                SearchHit(record=MemoryRecord.of(hit.record), score=hit.score, signals=hit.signals)
+                SearchHit(
+                    record=MemoryRecord.of(hit.record),
+                    score=hit.score,
+                    signals=hit.signals,
+                    via=hit.via,
+                )
                 for hit in result.hits
             ],
             ranking=result.ranking.value,

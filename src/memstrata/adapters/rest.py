@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memstrata.access import Caller
 from memstrata.adapters.mcp import mcp_http_app
+from memstrata.adapters.rest_graph import graph_router
 from memstrata.adapters.rest_models import http_status, request_components
 from memstrata.adapters.rest_observe import Observe, metrics_scope
 from memstrata.adapters.rest_paths import EncodedSlashes
@@ -171,7 +172,7 @@ def create_app(service: Service | None, settings: Settings) -> FastAPI:
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(StarletteHTTPException, on_http_error)
     app.add_exception_handler(Exception, on_crash)
-    for router in ROUTERS:
+    for router in (*ROUTERS, graph_router):
         app.include_router(router)
     app.router.routes.append(
         Route("/metrics", MetricsApp(make_asgi_app(rt.metrics.registry), rt), methods=["GET"])
@@ -189,6 +190,7 @@ def create_app(service: Service | None, settings: Settings) -> FastAPI:
                 routes=app.routes,
                 tags=[
                     {"name": "records", "description": "Write, read and search memories"},
+                    {"name": "graph", "description": "Entities, relationships, mentions"},
                     {"name": "operations", "description": "Namespaces, jobs and health"},
                 ],
             )

@@ -60,7 +60,7 @@ class EmbeddingBody(BaseModel):
 class JobBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    type: Literal["embed", "reindex", "mine"]
+    type: Literal["embed", "extract", "reindex", "mine"]
     namespace: str = Field(pattern=NAMESPACE_PATTERN.pattern)
     path: str | None = Field(
         default=None,
@@ -101,6 +101,34 @@ class JobBody(BaseModel):
         return parse_model(MineRequest, fields)
 
 
+class EntityRef(BaseModel):
+    """An entity named by a person: resolved like an extracted name."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, description="As the record spells it.")
+    kind: str | None = Field(default=None, description="A free-form label (lower-cased).")
+    aliases: list[str] = Field(default_factory=list, description="Other spellings of it.")
+
+    def spec(self) -> dict[str, Any]:
+        return self.model_dump(exclude_defaults=True)
+
+
+class FactBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    subject: str | EntityRef
+    predicate: str = Field(min_length=1, description="A free-form label (lower-cased).")
+    object: str | EntityRef
+    valid_from: Instant | None = Field(default=None, description="Default: now.")
+
+
+class MentionsBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    entities: list[EntityRef] = Field(min_length=1)
+
+
 REQUEST_MODELS: tuple[type[BaseModel], ...] = (
     UpsertBody,
     InvalidateBody,
@@ -109,6 +137,8 @@ REQUEST_MODELS: tuple[type[BaseModel], ...] = (
     SearchRequest,
     ExpireRequest,
     JobBody,
+    FactBody,
+    MentionsBody,
 )
 
 
@@ -208,6 +238,10 @@ class Audit(BaseModel):
     namespace: str
     embedder: str
     backlog: int = Field(description="Records with no vector for the current embedder.")
+    extractor: str = Field(description="The extractor (provider[:model]), or none")
+    extraction_backlog: int = Field(
+        description="Current notes and mined records not yet read into the graph."
+    )
     jobs: list[Job] = Field(description="The namespace's latest jobs, oldest first.")
 
 

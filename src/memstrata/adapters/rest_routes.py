@@ -326,7 +326,7 @@ def namespaces(who: CallerDep) -> Response:
 @namespaces_router.get(
     "/v1/namespaces/{ns}/audit",
     response_model=Audit,
-    summary="A namespace's embedder, vector backlog and recent jobs",
+    summary="A namespace's embedder, extractor, backlogs and recent jobs",
 )
 def audit(ns: Namespace, who: CallerDep) -> Response:
     found = who.audit(ns)
@@ -338,7 +338,7 @@ def audit(ns: Namespace, who: CallerDep) -> Response:
     status_code=202,
     response_model=Job,
     openapi_extra=body_schema(JobBody),
-    summary="Start an embed, reindex or mine job (admin)",
+    summary="Start an embed, extract, reindex or mine job (admin)",
 )
 def start_job(raw: AdminBody, who: CallerDep, http: Request) -> Response:
     request = parse_body(JobBody, raw)

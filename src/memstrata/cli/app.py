@@ -23,6 +23,7 @@ from typer.core import TyperGroup
 from memstrata.cli import (
     demo,
     embedding,
+    graph,
     importing,
     maintenance,
     mcp,
@@ -33,7 +34,7 @@ from memstrata.cli import (
     server,
 )
 from memstrata.cli.context import CliState
-from memstrata.cli.options import EmbedderName
+from memstrata.cli.options import EmbedderName, ExtractorName
 from memstrata.domain.errors import InvalidInput, MemstrataError, PolicyLimit
 
 USAGE_ERRORS: tuple[type[MemstrataError], ...] = (InvalidInput, PolicyLimit)
@@ -146,6 +147,16 @@ def root(
             "local, hash, openai, ollama, command, or none (lexical search only).",
         ),
     ] = "auto",
+    extractor: Annotated[
+        ExtractorName,
+        typer.Option(
+            "--extractor",
+            envvar="MEMSTRATA_EXTRACTOR",
+            metavar="NAME",
+            help="Extraction provider for the knowledge graph: none (default), heuristic "
+            "(in-process, deterministic), command or http (configured in [extraction]).",
+        ),
+    ] = "none",
     version: Annotated[
         bool,
         typer.Option(
@@ -154,12 +165,13 @@ def root(
     ] = False,
 ) -> None:
     """Long-term memory for AI agents: records that know when they were true."""
-    ctx.obj = CliState(db=db, embedder=embedder)
+    ctx.obj = CliState(db=db, embedder=embedder, extractor=extractor)
 
 
 records.register(app)
 search.register(app)
 embedding.register(app)
+graph.register(app)
 demo.register(app)
 importing.register(app)
 mining.register(app)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import typer
 
 import memstrata
-from memstrata.cli.options import EmbedderName
+from memstrata.cli.options import EmbedderName, ExtractorName
 from memstrata.memory import Memory, default_path
 
 
@@ -22,6 +22,7 @@ class CliState:
 
     db: str | None = None
     embedder: EmbedderName = "auto"
+    extractor: ExtractorName = "none"
 
     def target(self) -> str:
         """The database to open: ``--db``/``MEMSTRATA_DB``, else the user data file."""
@@ -42,8 +43,9 @@ def open_memory(ctx: typer.Context, target: str | None = None, *, create: bool =
     never creates a store, and a missing one is an error naming the path.
 
     The embedder is the one ``--embedder`` names (``auto``: the local model when
-    installed, else hashing). No background jobs: the process is short-lived, and a
-    backlog is filled by ``memstrata embed``.
+    installed, else hashing), the extractor the one ``--extractor`` names. No
+    background jobs: the process is short-lived, and a backlog is filled by
+    ``memstrata embed`` and ``memstrata extract``.
 
     A database that cannot be used is ``memstrata.storage.unavailable``, reported
     like every other error (one line, not a traceback).
@@ -52,4 +54,7 @@ def open_memory(ctx: typer.Context, target: str | None = None, *, create: bool =
     where = target or state.target()
     # "auto" is passed as is, not as None: None would re-read MEMSTRATA_EMBEDDER,
     # which an explicit --embedder auto must override.
-    return memstrata.open(where, embedder=state.embedder, background_jobs=False, create=create)
+    return memstrata.open(
+        where, embedder=state.embedder, extractor=state.extractor, background_jobs=False,
+        create=create,
+    )  # fmt: skip

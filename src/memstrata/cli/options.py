@@ -112,6 +112,7 @@ MinTrust = Literal["unverified", "verified"]
 RankingName = Literal["auto", "lexical", "semantic", "hybrid"]
 ExpireActionName = Literal["invalidate", "soft_delete", "hard_delete"]
 EmbedderName = Literal["auto", "local", "hash", "openai", "ollama", "command", "none"]
+ExtractorName = Literal["none", "heuristic", "command", "http"]
 
 
 def parse_pairs(values: list[str] | None, option: str) -> dict[str, str]:

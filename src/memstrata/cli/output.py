@@ -130,17 +130,17 @@ def records_table(records: Sequence[Record], title: str | None = None) -> Table:
     return table
 
 
-LANE_LETTERS = {"lexical": "L", "semantic": "S"}
+LANE_LETTERS = {"lexical": "L", "semantic": "S", "graph": "G"}
 
 
 def lanes(signals: dict[str, Any]) -> str:
-    """The lanes that found a hit, one letter each: L lexical, S semantic."""
+    """The lanes that found a hit, one letter each: L lexical, S semantic, G graph."""
     return "".join(letter for lane, letter in LANE_LETTERS.items() if lane in signals)
 
 
 def search_table(result: SearchResult, title: str | None = None) -> Table:
-    """Hits in rank order: rank, score, lanes (L lexical, S semantic), id, content,
-    validity."""
+    """Hits in rank order: rank, score, lanes (L lexical, S semantic, G graph), id,
+    content, validity."""
     table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
     table.add_column("#", justify="right")
     table.add_column("score", justify="right")

@@ -102,6 +102,12 @@ def search(
     ids_only: Annotated[
         bool, typer.Option("--ids-only", help="Only ids (and scores in JSON).")
     ] = False,
+    expand: Annotated[
+        bool,
+        typer.Option(
+            "--expand", help="Append records the knowledge graph relates to the hits (1 hop)."
+        ),
+    ] = False,
     namespace: Namespace = "default",
     as_json: JsonOutput = False,
 ) -> None:
@@ -114,6 +120,7 @@ def search(
         "predicates": parse_wheres(wheres),
         "ids_only": ids_only,
         "include_historical": include_historical,
+        "expand": expand,
     }
     given = {
         "as_of": as_of,

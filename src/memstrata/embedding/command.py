@@ -16,18 +16,14 @@ holds a configured secret, whether found by name or by value. No shell is involv
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+from memstrata import program
 from memstrata.domain.errors import InvalidInput, ProviderFailed
-from memstrata.embedding.base import DEFAULT_BATCH_SIZE, DEFAULT_MAX_CHARS, Embedder, redact
+from memstrata.embedding.base import DEFAULT_BATCH_SIZE, DEFAULT_MAX_CHARS, Embedder
 from memstrata.embedding.config import EmbedderConfig
-
-_STDERR_TAIL = 500
-_OWN_PREFIX = "MEMSTRATA_"
 
 
 class CommandEmbedder(Embedder):
@@ -46,11 +42,7 @@ class CommandEmbedder(Embedder):
         batch_size: int = DEFAULT_BATCH_SIZE,
         max_chars: int = DEFAULT_MAX_CHARS,
     ) -> None:
-        if not argv or not all(isinstance(arg, str) and arg for arg in argv):
-            raise InvalidInput(
-                "embedding.command must be a non-empty list of program and arguments, "
-                'e.g. ["/usr/local/bin/embed", "--fast"]'
-            )
+        argv = program.check_argv(argv, "embedding.command")
         super().__init__(
             model=model, dimensions=dimensions, batch_size=batch_size, max_chars=max_chars
         )
@@ -65,47 +57,15 @@ class CommandEmbedder(Embedder):
             "dimensions": self.dimensions,
             "kind": "query" if query else "document",
         }
-        env = self.child_env(os.environ)
-        secrets = [os.environ[name] for name in self._secret_env if os.environ.get(name)]
-        try:
-            done = subprocess.run(
-                self.argv,
-                input=json.dumps(request).encode("utf-8"),
-                capture_output=True,
-                env=env,
-                timeout=self.timeout,
-                check=False,
-            )
-        except FileNotFoundError:
-            raise ProviderFailed(self._failure(f"{self.argv[0]!r} was not found")) from None
-        except PermissionError:
-            raise ProviderFailed(self._failure(f"{self.argv[0]!r} is not executable")) from None
-        except OSError as exc:
-            raise ProviderFailed(self._failure(f"could not start: {exc.strerror}")) from None
-        except subprocess.TimeoutExpired:
-            raise ProviderFailed(
-                self._failure(f"no answer within {self.timeout:g} s (embedding.timeout)")
-            ) from None
-        if done.returncode != 0:
-            tail = redact(_tail(done.stderr), secrets)
-            raise ProviderFailed(
-                self._failure(
-                    f"exit status {done.returncode}" + (f"; stderr: {tail}" if tail else "")
-                )
-            )
-        return self._parse(done.stdout)
+        stdout = program.run_json(
+            self.argv, request, secret_env=self._secret_env, timeout=self.timeout,
+            describe=self.embedder_id, timeout_setting="embedding.timeout",
+        )  # fmt: skip
+        return self._parse(stdout)
 
     def child_env(self, environ: Mapping[str, str]) -> dict[str, str]:
         """The environment the program gets: ``environ`` minus ours and minus secrets."""
-        hidden_values = {environ[name] for name in self._secret_env if environ.get(name)}
-        return {
-            name: value
-            for name, value in environ.items()
-            # Case-insensitive: memstrata's settings read MEMSTRATA_* without regard to case.
-            if not name.upper().startswith(_OWN_PREFIX)
-            and name not in self._secret_env
-            and value not in hidden_values
-        }
+        return program.child_env(environ, self._secret_env)
 
     def _parse(self, stdout: bytes) -> np.ndarray:
         try:
@@ -128,11 +88,6 @@ class CommandEmbedder(Embedder):
 
     def _failure(self, detail: str) -> str:
         return f"{self.embedder_id}: command {self.argv[0]!r} failed: {detail}"
-
-
-def _tail(stderr: bytes) -> str:
-    text = " ".join(stderr.decode("utf-8", errors="replace").split())
-    return text if len(text) <= _STDERR_TAIL else "…" + text[-_STDERR_TAIL:]
 
 
 def from_config(config: EmbedderConfig, secret_env: frozenset[str]) -> CommandEmbedder:

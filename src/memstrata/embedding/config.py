@@ -37,14 +37,16 @@ class EmbedderConfig(BaseModel):
     backoff_base: float = Field(default=0.5, ge=0)
 
 
-def secret_from_env(env_name: str | None, *, required: bool = True) -> Secret | None:
+def secret_from_env(
+    env_name: str | None, *, required: bool = True, setting: str = "embedding.api_key_env"
+) -> Secret | None:
     """Read the key named by ``api_key_env``; None when no variable is configured."""
     if not env_name:
         return None
     value = os.environ.get(env_name, "")
     if not value and required:
         raise InvalidInput(
-            f"embedding.api_key_env names {env_name}, which is not set in the environment: "
+            f"{setting} names {env_name}, which is not set in the environment: "
             f"export {env_name} or change api_key_env"
         )
     return Secret(value) if value else None

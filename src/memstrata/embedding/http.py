@@ -65,8 +65,9 @@ class HttpClient:
         """The base URL without user info or query, safe to show."""
         return _display(self.base_url)
 
-    def post_json(self, path: str, payload: dict[str, Any]) -> Any:
-        """POST ``payload`` to ``base_url + path`` and return the decoded JSON reply."""
+    def post_json(self, path: str, payload: dict[str, Any], *, raw: bool = False) -> Any:
+        """POST ``payload`` to ``base_url + path`` and return the decoded JSON reply
+        (``raw``: the reply's text, for a caller that reads a bad reply its own way)."""
         url = self.base_url + path
         failure = "no attempt made"
         for attempt in range(1, self._max_attempts + 1):
@@ -77,7 +78,7 @@ class HttpClient:
                 failure = f"{type(exc).__name__}: {exc}"
             else:
                 if response.is_success:
-                    return self._decode(response, path)
+                    return response.text if raw else self._decode(response, path)
                 failure = self._describe(response)
                 if not _retryable(response.status_code):
                     raise ProviderFailed(self._message(path, failure)) from None

@@ -22,12 +22,15 @@ from memstrata.domain.ledger import LedgerEntry
 from memstrata.domain.records import Record
 from memstrata.domain.search import ExpireRequest, SearchRequest
 from memstrata.domain.time import Window
+from memstrata.store.graph import Graph
 from memstrata.store.sql.maintenance import Finding, Read
 
 
 class Store(Protocol):
     backend: str
     """"sqlite" or "postgres"."""
+    #: the knowledge graph, one backend-independent implementation (store/graph.py)
+    graph: Graph
 
     def close(self) -> None:
         """Releases every connection; the store is not used again."""

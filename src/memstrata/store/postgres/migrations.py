@@ -246,6 +246,23 @@ def m003_scope_rows_carry_validity(conn: Connection) -> None:
         )
 
 
+@migration
+def m004_graph_evidence(conn: Connection) -> None:
+    """An extracted edge names the record that evidences it (so a sweep or a hard
+    delete finds it by index); a marker carries the content it read (so a record
+    rewritten in place is read again)."""
+    run_script(
+        conn,
+        """
+        ALTER TABLE relations ADD COLUMN record text COLLATE "C";
+        CREATE INDEX relations_record ON relations (namespace, record) WHERE record IS NOT NULL;
+        CREATE INDEX relations_open ON relations (namespace) WHERE record IS NOT NULL
+            AND valid_to IS NULL;
+        ALTER TABLE extraction_markers ADD COLUMN content_hash text;
+        """,
+    )
+
+
 def _ensure_vector_extension(conn: Connection) -> None:
     try:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")

@@ -22,11 +22,17 @@ _NUMERIC_SQL = {Op.GT: ">", Op.GTE: ">=", Op.LT: "<", Op.LTE: "<="}
 
 
 def temporal_clause(
-    d: Dialect, alias: str, window: Window | None, *, use_index: bool = True
+    d: Dialect,
+    alias: str,
+    window: Window | None,
+    *,
+    use_index: bool = True,
+    tombstones: bool = True,
 ) -> tuple[str, list[Any]]:
     """Validity overlaps ``[start, end)`` and the record is not tombstoned.
 
-    ``alias`` is ``records`` or a scope row, which carry the same three columns.
+    ``alias`` is ``records`` or a scope row, which carry the same three columns, or
+    (``tombstones=False``) a graph edge, which has validity and no tombstone.
     ``None`` is include_historical: no temporal clause and no tombstone clause.
     ``use_index=False`` writes the same test so the planner will not drive the scan by it."""
     if window is None:
@@ -35,9 +41,10 @@ def temporal_clause(
     def col(name: str) -> str:
         return f"{alias}.{name}" if use_index else d.unindexed(f"{alias}.{name}")
 
+    tombstone = f" AND {col('deleted_at')} IS NULL" if tombstones else ""
     return (
         f"{col('valid_from')} < ? AND ({col('valid_to')} IS NULL OR {col('valid_to')} > ?)"
-        f" AND {col('deleted_at')} IS NULL",
+        f"{tombstone}",
         [window.end, window.start],
     )
 

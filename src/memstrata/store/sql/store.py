@@ -23,6 +23,7 @@ from memstrata.domain.ledger import LedgerEntry
 from memstrata.domain.records import Record
 from memstrata.domain.search import ExpireAction, ExpireRequest, SearchRequest
 from memstrata.domain.time import Window
+from memstrata.store.graph import Graph
 from memstrata.store.sql import expiry
 from memstrata.store.sql.dialect import Database, Dialect, Lane, Tx
 from memstrata.store.sql.maintenance import Finding, Read
@@ -80,6 +81,7 @@ class SqlStore:
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
         self.backend = dialect.name
+        self.graph = Graph(dialect)
 
     @property
     def db(self) -> Database:

@@ -20,6 +20,7 @@ from memstrata.domain.errors import NotFound
 from memstrata.domain.records import Record
 from memstrata.domain.search import parse_number
 from memstrata.domain.time import from_us
+from memstrata.store import graph
 from memstrata.store.sql.dialect import Dialect, Tx, chunks
 from memstrata.store.sql.rows import COLUMNS, record_from_row, row_values, snapshot_body
 
@@ -270,9 +271,11 @@ class Writes:
 
     def hard_delete(self, record_id: str) -> None:
         """Removes every trace of the record: row, versions, full-text document, and
-        (by cascade) tags, metadata, vectors, mentions and the extraction marker. The
+        (by cascade) tags, metadata, vectors and the extraction marker; its mentions and
+        the graph edges only it evidences (:func:`memstrata.store.graph.forget`). The
         ledger keeps that a hard delete of this id happened, and nothing of its content."""
         rowid, _ = self.require(record_id)
+        graph.forget(self.tx, self.namespace, record_id, rowid)
         self.d.forget_record(self.tx, rowid)
         self.tx.execute(
             "DELETE FROM records WHERE namespace = ? AND rowid = ?", (self.namespace, rowid)

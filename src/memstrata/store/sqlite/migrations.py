@@ -261,6 +261,25 @@ def m004_job_owner(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE jobs ADD COLUMN owner TEXT")
 
 
+@migration
+def m005_graph_evidence(conn: sqlite3.Connection) -> None:
+    """An extracted edge names the record that evidences it (so a sweep or a hard
+    delete finds it by index); a marker carries its namespace and the content it read
+    (so a record rewritten in place is read again)."""
+    run_script(
+        conn,
+        """
+        ALTER TABLE relations ADD COLUMN record TEXT;
+        CREATE INDEX relations_record ON relations (namespace, record) WHERE record IS NOT NULL;
+        CREATE INDEX relations_open ON relations (namespace) WHERE record IS NOT NULL
+            AND valid_to IS NULL;
+        ALTER TABLE extraction_markers ADD COLUMN namespace TEXT;
+        ALTER TABLE extraction_markers ADD COLUMN content_hash TEXT;
+        CREATE INDEX mentions_ns_record ON mentions (namespace, record);
+        """,
+    )
+
+
 def apply_migrations(conn: sqlite3.Connection, now: int) -> list[str]:
     """Applies what is missing, each in its own transaction. Returns the names applied."""
 

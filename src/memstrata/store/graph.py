@@ -1,0 +1,499 @@
+"""The knowledge graph in SQL, written once for every backend.
+
+Entities, mentions, ``relates_to`` edges (table ``relations``), ``possibly_same_as``
+links and extraction markers live beside the records they are derived from, in the
+same database and the same transactions. Everything here is written once, with
+``?`` placeholders, over the shared SQL store's dialect (:mod:`memstrata.store.sql`):
+its connections, and the one scope and temporal clause (``store/sql/scope.py``). Only
+the DDL is per backend (``store/*/migrations.py``).
+
+Expansion (SPEC §6) walks hit → mentions → entity → relates_to → entity ← mentions ←
+record in one statement per hop, with the search's scope on the records it reaches
+and the search's time on the edges it crosses, so nothing out of scope or out of time
+is ever read into Python.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from memstrata.domain.errors import NotFound
+from memstrata.domain.graph import Entity, GraphWrite, Mention, Relationship
+from memstrata.domain.records import Record
+from memstrata.domain.search import SearchRequest
+from memstrata.domain.time import Window
+from memstrata.store.sql.dialect import Dialect
+from memstrata.store.sql.rows import prefixed, record_from_row
+from memstrata.store.sql.scope import scope_clause, temporal_clause
+
+T = TypeVar("T")
+Conn = Any  # a DB-API connection of either driver: both have execute() -> cursor
+
+#: Paths kept per appended record (its ``via``): enough to explain it, never a flood.
+MAX_PATHS = 5
+#: Kinds a record has to be (or an origin it has to carry) for extraction to read it.
+EXTRACTED_KIND = "note"
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A record the extract job has to read."""
+
+    rowid: int
+    id: str
+    content: str
+    content_hash: str
+    valid_from: int
+    origin: dict[str, Any] | None
+    stale: bool  # read before, with other content: its old facts are retracted
+
+
+@dataclass(frozen=True)
+class Reached:
+    """A record expansion appended: how many hops out, from which record, by which paths."""
+
+    record: Record
+    hops: int
+    origin: str
+    via: list[dict[str, str]]
+
+
+def _run(conn: Conn, sql: str, params: Sequence[Any]) -> list[Any]:
+    """Runs one statement; its rows if it is a query (a write returns none). Decided
+    by the text, not the cursor: in a pipeline a cursor knows nothing until a sync."""
+    cursor = conn.execute(sql, list(params))
+    return list(cursor.fetchall()) if sql.lstrip().upper().startswith("SELECT") else []
+
+
+def _marks(values: Sequence[Any]) -> str:
+    return ", ".join("?" for _ in values)
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _entity(row: Sequence[Any]) -> Entity:
+    return Entity(row[0], row[1], row[2], tuple(json.loads(row[3])))
+
+
+def _edge(row: Sequence[Any]) -> Relationship:
+    return Relationship(
+        id=row[0], subject=row[1], predicate=row[2], object=row[3], valid_from=row[4],
+        valid_to=row[5], confidence=float(row[6]),
+        provenance=json.loads(row[7]) if row[7] else None,
+    )  # fmt: skip
+
+
+_EDGE_COLUMNS = "id, subject, predicate, object, valid_from, valid_to, confidence, provenance"
+# the record an open extracted fact cites, once that record has stopped being current
+_ENDED = (
+    "FROM records r WHERE r.namespace = relations.namespace AND r.id = relations.record"
+    " AND r.valid_to IS NOT NULL"
+)
+_UNSWEPT = (
+    "WHERE namespace = ? AND record IS NOT NULL AND valid_to IS NULL"
+    f" AND EXISTS (SELECT 1 {_ENDED})"
+)
+
+
+class Graph:
+    """The graph operations of one store, over its dialect's connections."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.d = dialect
+
+    def _read(self) -> AbstractContextManager[Conn]:
+        return self.d.db.snapshot()
+
+    def _write(self, work: Callable[[Conn], T]) -> T:
+        return self.d.db.write(work)
+
+    def _rows(self, conn: Conn, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        return _run(conn, sql, params)
+
+    # -- reads ------------------------------------------------------------------
+
+    def known(self, namespace: str) -> list[Entity]:
+        """Every entity of the namespace, for resolution."""
+        with self._read() as conn:
+            rows = self._rows(
+                conn,
+                "SELECT id, name, kind, aliases FROM entities WHERE namespace = ? ORDER BY id",
+                [namespace],
+            )
+        return [_entity(row) for row in rows]
+
+    def entities(
+        self, namespace: str, *, q: str | None = None, kind: str | None = None, limit: int = 100
+    ) -> list[Entity]:
+        """Entities by name (``q``: a case-insensitive part of the name or an alias)."""
+        where, params = ["namespace = ?"], [namespace]
+        if q:
+            pattern = "%" + q.lower().replace("\\", "\\\\").replace("%", "\\%").replace(
+                "_", "\\_"
+            ) + "%"  # fmt: skip
+            where.append("(lower(name) LIKE ? ESCAPE '\\' OR lower(aliases) LIKE ? ESCAPE '\\')")
+            params += [pattern, pattern]
+        if kind:
+            where.append("kind = ?")
+            params.append(kind)
+        with self._read() as conn:
+            rows = self._rows(
+                conn,
+                f"SELECT id, name, kind, aliases FROM entities WHERE {' AND '.join(where)}"
+                " ORDER BY name, id LIMIT ?",
+                [*params, limit],
+            )
+        return [_entity(row) for row in rows]
+
+    def entity(self, namespace: str, entity_id: str) -> Entity:
+        with self._read() as conn:
+            rows = self._rows(
+                conn,
+                "SELECT id, name, kind, aliases FROM entities WHERE namespace = ? AND id = ?",
+                [namespace, entity_id],
+            )
+        if not rows:
+            raise NotFound(f"entity {entity_id!r} does not exist in namespace {namespace!r}")
+        return _entity(rows[0])
+
+    def same_as(self, namespace: str, entity_id: str) -> list[str]:
+        """The entities ``entity_id`` is possibly the same as."""
+        with self._read() as conn:
+            rows = self._rows(
+                conn,
+                "SELECT b FROM possibly_same_as WHERE namespace = ? AND a = ?"
+                " UNION SELECT a FROM possibly_same_as WHERE namespace = ? AND b = ?",
+                [namespace, entity_id, namespace, entity_id],
+            )
+        return sorted(row[0] for row in rows)
+
+    def relationships(
+        self, namespace: str, entity_id: str | None, window: Window | None
+    ) -> list[Relationship]:
+        """Edges from or to ``entity_id`` (every edge when None) valid in ``window``
+        (``None``: every edge, retracted ones too), oldest first."""
+        temporal, temporal_params = temporal_clause(self.d, "e", window, tombstones=False)
+        where = ["e.namespace = ?", temporal]
+        params: list[Any] = [namespace, *temporal_params]
+        if entity_id is not None:
+            where.insert(1, "(e.subject = ? OR e.object = ?)")
+            params[1:1] = [entity_id, entity_id]
+        with self._read() as conn:
+            rows = self._rows(
+                conn,
+                f"SELECT {_EDGE_COLUMNS} FROM relations e WHERE {' AND '.join(where)}"
+                " ORDER BY e.valid_from, e.id",
+                params,
+            )
+        return [_edge(row) for row in rows]
+
+    def mentions(self, namespace: str, entity_id: str | None = None) -> list[Mention]:
+        """Records mentioning ``entity_id`` (every mention when None), by record id."""
+        where, params = "m.namespace = ?", [namespace]
+        if entity_id is not None:
+            where += " AND m.entity = ?"
+            params.append(entity_id)
+        with self._read() as conn:
+            rows = self._rows(
+                conn,
+                "SELECT r.id, m.entity, m.spelling, m.provenance FROM mentions m"
+                " JOIN records r ON r.namespace = m.namespace AND r.rowid = m.record"
+                f" WHERE {where} ORDER BY r.id, m.entity",
+                params,
+            )
+        return [Mention(row[0], row[1], row[2], json.loads(row[3]) if row[3] else None)
+                for row in rows]  # fmt: skip
+
+    # -- the extract job's cursor ---------------------------------------------------
+
+    def _backlog_where(self, namespace: str, now: int) -> tuple[str, list[Any]]:
+        temporal, temporal_params = temporal_clause(self.d, "r", Window.point(now))
+        return (
+            "FROM records r LEFT JOIN extraction_markers x"
+            " ON x.namespace = r.namespace AND x.record = r.rowid"
+            " WHERE r.namespace = ? AND (r.kind = ? OR r.origin IS NOT NULL)"
+            f" AND {temporal}"
+            " AND (x.content_hash IS NULL OR x.content_hash <> r.content_hash)",
+            [namespace, EXTRACTED_KIND, *temporal_params],
+        )
+
+    def backlog(self, namespace: str, now: int, limit: int) -> list[Pending]:
+        """Up to ``limit`` current records to extract (a note or mined, and not read
+        with this content yet), oldest first."""
+        where, params = self._backlog_where(namespace, now)
+        with self._read() as conn:
+            rows = self._rows(
+                conn,
+                "SELECT r.rowid, r.id, r.content, r.content_hash, r.valid_from, r.origin,"
+                f" x.record {where} ORDER BY r.rowid LIMIT ?",
+                [*params, limit],
+            )
+        return [
+            Pending(row[0], row[1], row[2], row[3], row[4],
+                    json.loads(row[5]) if row[5] else None, row[6] is not None)
+            for row in rows
+        ]  # fmt: skip
+
+    def backlog_count(self, namespace: str, now: int) -> int:
+        where, params = self._backlog_where(namespace, now)
+        with self._read() as conn:
+            return int(self._rows(conn, f"SELECT count(*) {where}", params)[0][0])
+
+    # -- writes -------------------------------------------------------------------
+
+    def apply(
+        self,
+        namespace: str,
+        change: GraphWrite,
+        *,
+        now: int,
+        extracted: tuple[Pending, str] | None = None,
+    ) -> bool:
+        """Writes ``change`` in one transaction. With ``extracted`` (the record read
+        and the extractor), only if the record still has the content that was read,
+        retracting what its earlier content said, and ending with its marker.
+        Returns False when the record changed meanwhile (the next pass reads it)."""
+
+        def work(conn: Conn) -> bool:
+            if extracted is not None:
+                pending, extractor = extracted
+                if not self._rows(
+                    conn,
+                    "SELECT 1 FROM records WHERE namespace = ? AND rowid = ? AND content_hash = ?",
+                    [namespace, pending.rowid, pending.content_hash],
+                ):
+                    return False
+                if pending.stale:
+                    self._retract(conn, namespace, pending, [e.id for e in change.edges])
+            self._write_change(conn, namespace, change, now)
+            if extracted is not None:
+                self._mark(conn, namespace, pending, extractor, now)
+            return True
+
+        return bool(self._write(work))
+
+    def _write_change(self, conn: Conn, namespace: str, change: GraphWrite, now: int) -> None:
+        run = self._rows
+        for entity in change.entities:
+            run(conn,
+                "INSERT INTO entities (namespace, id, name, kind, aliases, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (namespace, id) DO NOTHING",
+                [namespace, entity.id, entity.name, entity.kind, json.dumps(list(entity.aliases)),
+                 now])  # fmt: skip
+        for entity_id, aliases in change.aliases.items():
+            run(conn, "UPDATE entities SET aliases = ? WHERE namespace = ? AND id = ?",
+                [json.dumps(list(aliases)), namespace, entity_id])  # fmt: skip
+        for entity_id, kind in change.kinds.items():
+            run(conn,
+                "UPDATE entities SET kind = ? WHERE namespace = ? AND id = ? AND kind = 'other'",
+                [kind, namespace, entity_id])  # fmt: skip
+        for a, b in change.same_as:
+            run(conn,
+                "INSERT INTO possibly_same_as (namespace, a, b) VALUES (?, ?, ?)"
+                " ON CONFLICT DO NOTHING",
+                [namespace, *sorted((a, b))])  # fmt: skip
+        for mention in change.mentions:
+            run(conn,
+                "INSERT INTO mentions (namespace, record, entity, spelling, provenance)"
+                " SELECT r.namespace, r.rowid, ?, ?, ? FROM records r"
+                " WHERE r.namespace = ? AND r.id = ? ON CONFLICT DO NOTHING",
+                [mention.entity, mention.spelling, _json(mention.provenance), namespace,
+                 mention.record])  # fmt: skip
+        for edge in change.edges:
+            record = edge.provenance.get("record") if edge.provenance else None
+            run(conn,
+                f"INSERT INTO relations (namespace, record, {_EDGE_COLUMNS})"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (namespace, id) DO NOTHING",
+                [namespace, record, edge.id, edge.subject, edge.predicate, edge.object,
+                 edge.valid_from, edge.valid_to, edge.confidence, _json(edge.provenance)],
+            )  # fmt: skip
+
+    def _retract(self, conn: Conn, namespace: str, pending: Pending, keep: list[str]) -> None:
+        """The record was rewritten in place: what its old content said was never so.
+        Its extracted mentions go; its open facts close where they began (readable
+        with include_expired, valid at no instant)."""
+        self._rows(
+            conn,
+            "DELETE FROM mentions WHERE namespace = ? AND record = ? AND provenance IS NOT NULL",
+            [namespace, pending.rowid],
+        )
+        keep_clause = f" AND id NOT IN ({_marks(keep)})" if keep else ""
+        self._rows(
+            conn,
+            "UPDATE relations SET valid_to = valid_from WHERE namespace = ? AND record = ?"
+            f" AND valid_to IS NULL{keep_clause}",
+            [namespace, pending.id, *keep],
+        )
+
+    def _mark(self, conn: Conn, namespace: str, pending: Pending, extractor: str, now: int) -> None:
+        self._rows(
+            conn,
+            "DELETE FROM extraction_markers WHERE namespace = ? AND record = ?",
+            [namespace, pending.rowid],
+        )
+        self._rows(
+            conn,
+            "INSERT INTO extraction_markers (namespace, record, extractor, at, content_hash)"
+            " VALUES (?, ?, ?, ?, ?)",
+            [namespace, pending.rowid, extractor, now, pending.content_hash],
+        )
+
+    def unswept(self, namespace: str) -> int:
+        """How many open extracted facts cite a record that is no longer current."""
+        with self._read() as conn:
+            return int(self._rows(conn, f"SELECT count(*) FROM relations {_UNSWEPT}",
+                                  [namespace])[0][0])  # fmt: skip
+
+    def sweep(self, namespace: str) -> int:
+        """Closes the open extracted facts whose record is no longer current (superseded
+        or invalidated) at the instant it stopped being so. Asserted facts (no record)
+        are never closed. Returns how many were closed."""
+        sql = (
+            "UPDATE relations SET valid_to = (SELECT CASE WHEN r.valid_to > relations.valid_from"
+            f" THEN r.valid_to ELSE relations.valid_from END {_ENDED}) {_UNSWEPT}"
+        )
+
+        def work(conn: Conn) -> int:
+            # counted first: a pipelined cursor has no rowcount until it syncs
+            count = int(self._rows(conn, f"SELECT count(*) FROM relations {_UNSWEPT}",
+                                   [namespace])[0][0])  # fmt: skip
+            if count:
+                self._rows(conn, sql, [namespace])
+            return count
+
+        return self._write(work)
+
+    # -- expansion ------------------------------------------------------------------
+
+    def expand(
+        self,
+        namespace: str,
+        request: SearchRequest,
+        window: Window | None,
+        seeds: list[str],
+        *,
+        hops: int,
+        limit: int,
+    ) -> list[Reached]:
+        """Records related to ``seeds`` (the direct hits, best first) through the graph,
+        in scope and in time, at most ``limit``, nearest hops first, then by the rank of
+        the record they were reached from, then by id. The seeds are never returned."""
+        reached: list[Reached] = []
+        seen = list(seeds)
+        frontier = list(seeds)
+        with self._read() as conn:
+            for hop in range(1, hops + 1):
+                if not frontier or len(reached) >= limit:
+                    break
+                found = self._hop(conn, namespace, request, window, frontier, seen,
+                                  limit - len(reached))  # fmt: skip
+                for record, origin, via in found:
+                    reached.append(Reached(record, hop, origin, via))
+                    seen.append(record.id)
+                frontier = [r.record.id for r in reached if r.hops == hop]
+        return reached
+
+    def _hop(
+        self,
+        conn: Conn,
+        namespace: str,
+        request: SearchRequest,
+        window: Window | None,
+        frontier: list[str],
+        seen: list[str],
+        limit: int,
+    ) -> list[tuple[Record, str, list[dict[str, str]]]]:
+        edge_time, edge_params = temporal_clause(self.d, "e", window, tombstones=False)
+        rank = "CASE s.id " + " ".join("WHEN ? THEN ?" for _ in frontier) + " END"
+        rank_params: list[Any] = []
+        for position, record_id in enumerate(frontier):
+            rank_params += [record_id, position]
+
+        # CROSS JOIN (conditions in WHERE) fixes SQLite's join order to the one that
+        # reads only what the walk reaches; PostgreSQL plans it like any inner join.
+        def step(near: str, far: str) -> str:
+            return (
+                f"SELECT {rank} AS rank, s.id AS seed, e.id AS edge, e.predicate AS predicate,"
+                f" e.{far} AS far FROM records s CROSS JOIN mentions m1 CROSS JOIN relations e"
+                f" WHERE s.namespace = ? AND s.id IN ({_marks(frontier)})"
+                " AND m1.record = s.rowid AND m1.namespace = s.namespace"
+                f" AND e.namespace = m1.namespace AND e.{near} = m1.entity AND {edge_time}"
+            )
+
+        step_params = [*rank_params, namespace, *frontier, *edge_params]
+        scope, scope_params = scope_clause(self.d, "r", namespace, request, window)
+        # Each far entity is reached once, by its best path (the best-ranked seed, then
+        # the lowest edge id): many records stating one fact must not multiply the rows.
+        sql = (
+            (
+                "SELECT y.rec, y.seed, y.edge, y.predicate, y.far FROM (SELECT x.*,"
+                " DENSE_RANK() OVER (ORDER BY x.best, x.rid) AS n FROM ("
+                "SELECT r.rowid AS rec, r.id AS rid, f.rank AS rank, f.seed AS seed,"
+                " f.edge AS edge, f.predicate AS predicate, f.far AS far,"
+                " ROW_NUMBER() OVER (PARTITION BY r.rowid ORDER BY f.rank, f.far) AS path,"
+                " MIN(f.rank) OVER (PARTITION BY r.rowid) AS best"
+                " FROM (SELECT * FROM (SELECT st.*, ROW_NUMBER() OVER"
+                " (PARTITION BY st.far ORDER BY st.rank, st.edge) AS first"
+                f" FROM ({step('subject', 'object')} UNION ALL {step('object', 'subject')}) st)"
+                " w WHERE w.first = 1) f CROSS JOIN mentions m2 CROSS JOIN records r"
+                " WHERE m2.namespace = ? AND m2.entity = f.far"
+                " AND r.rowid = m2.record AND r.namespace = m2.namespace AND "
+            )
+            + scope
+            + (
+                f" AND r.id NOT IN ({_marks(seen)})"
+                ") x WHERE x.path <= ?) y WHERE y.n <= ? ORDER BY y.n, y.path"
+            )
+        )
+        params = [*step_params, *step_params, namespace, *scope_params, *seen, MAX_PATHS, limit]
+        rows = conn.execute(sql, params).fetchall()
+        order: dict[int, tuple[str, list[dict[str, str]]]] = {}
+        for rec, seed, edge, predicate, far in rows:
+            _, via = order.setdefault(rec, (seed, []))
+            via.append({"entity": far, "predicate": predicate, "edge": edge})
+        if not order:
+            return []
+        records = {
+            row[0]: record_from_row(row, with_payload=request.include_payload)
+            for row in self._rows(
+                conn,
+                f"SELECT {prefixed('r')} FROM records r WHERE r.namespace = ?"
+                f" AND r.rowid IN ({_marks(list(order))})",
+                [namespace, *order],
+            )
+        }
+        return [(records[rec], seed, via) for rec, (seed, via) in order.items()]
+
+
+def forget(conn: Conn, namespace: str, record_id: str, rowid: int) -> None:
+    """Inside a hard delete: removes the record's mentions, the edges it alone
+    evidences (extracted from it), and any entity left with nothing pointing at it."""
+
+    def run(sql: str, params: Sequence[Any]) -> list[Any]:
+        return _run(conn, sql, params)
+
+    touched = {row[0] for row in run(
+        "SELECT entity FROM mentions WHERE namespace = ? AND record = ?"
+        " UNION SELECT subject FROM relations WHERE namespace = ? AND record = ?"
+        " UNION SELECT object FROM relations WHERE namespace = ? AND record = ?",
+        [namespace, rowid, namespace, record_id, namespace, record_id],
+    )}  # fmt: skip
+    run("DELETE FROM relations WHERE namespace = ? AND record = ?", [namespace, record_id])
+    run("DELETE FROM mentions WHERE namespace = ? AND record = ?", [namespace, rowid])
+    for entity_id in sorted(touched):
+        orphan = not run(
+            "SELECT 1 FROM mentions WHERE namespace = ? AND entity = ?"
+            " UNION ALL SELECT 1 FROM relations"
+            " WHERE namespace = ? AND (subject = ? OR object = ?)",
+            [namespace, entity_id, namespace, entity_id, entity_id],
+        )
+        if orphan:
+            run("DELETE FROM possibly_same_as WHERE namespace = ? AND (a = ? OR b = ?)",
+                [namespace, entity_id, entity_id])  # fmt: skip
+            run("DELETE FROM entities WHERE namespace = ? AND id = ?", [namespace, entity_id])

@@ -1,0 +1,17 @@
+"""A store with the heuristic extractor, on each backend (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+import memstrata
+
+
+@pytest.fixture
+def graph(store_target: str) -> Iterator[memstrata.Memory]:
+    """No embedder (lexical search is enough to seed expansion), extraction by hand."""
+    m = memstrata.open(store_target, embedder="none", extractor="heuristic", background_jobs=False)
+    yield m
+    m.close()
