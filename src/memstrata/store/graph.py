@@ -409,66 +409,80 @@ class Graph:
         seen: list[str],
         limit: int,
     ) -> list[tuple[Record, str, list[dict[str, str]]]]:
+        """One hop out from ``frontier``, best-ranked record first: each seed's related
+        records precede the next seed's, so the walk stops as soon as ``limit`` are found."""
+        found: list[tuple[Record, str, list[dict[str, str]]]] = []
+        excluded = list(seen)
+        for seed in frontier:
+            if len(found) >= limit:
+                break
+            for record, via in self._from_seed(conn, namespace, request, window, seed,
+                                               excluded, limit - len(found)):  # fmt: skip
+                found.append((record, seed, via))
+                excluded.append(record.id)
+        return found
+
+    def _from_seed(
+        self,
+        conn: Conn,
+        namespace: str,
+        request: SearchRequest,
+        window: Window | None,
+        seed: str,
+        excluded: list[str],
+        limit: int,
+    ) -> list[tuple[Record, list[dict[str, str]]]]:
+        """The first ``limit`` records (by id) in scope, not ``excluded``, that mention an
+        entity one edge (valid in ``window``) away from an entity ``seed`` mentions."""
         edge_time, edge_params = temporal_clause(self.d, "e", window, tombstones=False)
-        rank = "CASE s.id " + " ".join("WHEN ? THEN ?" for _ in frontier) + " END"
-        rank_params: list[Any] = []
-        for position, record_id in enumerate(frontier):
-            rank_params += [record_id, position]
 
         # CROSS JOIN (conditions in WHERE) fixes SQLite's join order to the one that
         # reads only what the walk reaches; PostgreSQL plans it like any inner join.
         def step(near: str, far: str) -> str:
             return (
-                f"SELECT {rank} AS rank, s.id AS seed, e.id AS edge, e.predicate AS predicate,"
-                f" e.{far} AS far FROM records s CROSS JOIN mentions m1 CROSS JOIN relations e"
-                f" WHERE s.namespace = ? AND s.id IN ({_marks(frontier)})"
+                f"SELECT e.{far}, e.id, e.predicate FROM records s CROSS JOIN mentions m1"
+                " CROSS JOIN relations e WHERE s.namespace = ? AND s.id = ?"
                 " AND m1.record = s.rowid AND m1.namespace = s.namespace"
                 f" AND e.namespace = m1.namespace AND e.{near} = m1.entity AND {edge_time}"
             )
 
-        step_params = [*rank_params, namespace, *frontier, *edge_params]
-        scope, scope_params = scope_clause(self.d, "r", namespace, request, window)
-        # Each far entity is reached once, by its best path (the best-ranked seed, then
-        # the lowest edge id): many records stating one fact must not multiply the rows.
-        sql = (
-            (
-                "SELECT y.rec, y.seed, y.edge, y.predicate, y.far FROM (SELECT x.*,"
-                " DENSE_RANK() OVER (ORDER BY x.best, x.rid) AS n FROM ("
-                "SELECT r.rowid AS rec, r.id AS rid, f.rank AS rank, f.seed AS seed,"
-                " f.edge AS edge, f.predicate AS predicate, f.far AS far,"
-                " ROW_NUMBER() OVER (PARTITION BY r.rowid ORDER BY f.rank, f.far) AS path,"
-                " MIN(f.rank) OVER (PARTITION BY r.rowid) AS best"
-                " FROM (SELECT * FROM (SELECT st.*, ROW_NUMBER() OVER"
-                " (PARTITION BY st.far ORDER BY st.rank, st.edge) AS first"
-                f" FROM ({step('subject', 'object')} UNION ALL {step('object', 'subject')}) st)"
-                " w WHERE w.first = 1) f CROSS JOIN mentions m2 CROSS JOIN records r"
-                " WHERE m2.namespace = ? AND m2.entity = f.far"
-                " AND r.rowid = m2.record AND r.namespace = m2.namespace AND "
-            )
-            + scope
-            + (
-                f" AND r.id NOT IN ({_marks(seen)})"
-                ") x WHERE x.path <= ?) y WHERE y.n <= ? ORDER BY y.n, y.path"
-            )
-        )
-        params = [*step_params, *step_params, namespace, *scope_params, *seen, MAX_PATHS, limit]
-        rows = conn.execute(sql, params).fetchall()
-        order: dict[int, tuple[str, list[dict[str, str]]]] = {}
-        for rec, seed, edge, predicate, far in rows:
-            _, via = order.setdefault(rec, (seed, []))
-            via.append({"entity": far, "predicate": predicate, "edge": edge})
-        if not order:
+        params = [namespace, seed, *edge_params]
+        paths: dict[str, tuple[str, str]] = {}  # far entity -> its lowest edge id, predicate
+        rows = self._rows(conn, f"{step('subject', 'object')} UNION ALL "
+                          f"{step('object', 'subject')}", [*params, *params])  # fmt: skip
+        for far, edge, predicate in rows:
+            if far not in paths or edge < paths[far][0]:
+                paths[far] = (edge, predicate)
+        if not paths:
             return []
-        records = {
-            row[0]: record_from_row(row, with_payload=request.include_payload)
-            for row in self._rows(
-                conn,
-                f"SELECT {prefixed('r')} FROM records r WHERE r.namespace = ?"
-                f" AND r.rowid IN ({_marks(list(order))})",
-                [namespace, *order],
-            )
-        }
-        return [(records[rec], seed, via) for rec, (seed, via) in order.items()]
+        far_test, far_params = self.d.in_list("m2.entity", sorted(paths))
+        scope, scope_params = scope_clause(self.d, "r", namespace, request, window)
+        chosen = self._rows(
+            conn,
+            f"SELECT {prefixed('r')} FROM records r WHERE {scope}"
+            f" AND r.id NOT IN ({_marks(excluded)}) AND EXISTS (SELECT 1 FROM mentions m2"
+            f" WHERE m2.namespace = r.namespace AND m2.record = r.rowid AND {far_test})"
+            " ORDER BY r.id LIMIT ?",
+            [*scope_params, *excluded, *far_params, limit],
+        )
+        if not chosen:
+            return []
+        record_test, record_params = self.d.in_list("m2.record", [row[0] for row in chosen])
+        mentioned: dict[int, list[str]] = {}
+        for record_rowid, entity in self._rows(
+            conn,
+            f"SELECT m2.record, m2.entity FROM mentions m2 WHERE m2.namespace = ?"
+            f" AND {record_test} AND {far_test} ORDER BY m2.record, m2.entity",
+            [namespace, *record_params, *far_params],
+        ):
+            mentioned.setdefault(record_rowid, []).append(entity)
+        out = []
+        for row in chosen:
+            entities = sorted(mentioned.get(row[0], []), key=lambda e: (paths[e][0], e))
+            via = [{"entity": e, "predicate": paths[e][1], "edge": paths[e][0]}
+                   for e in entities[:MAX_PATHS]]  # fmt: skip
+            out.append((record_from_row(row, with_payload=request.include_payload), via))
+        return out
 
 
 def forget(conn: Conn, namespace: str, record_id: str, rowid: int) -> None:
