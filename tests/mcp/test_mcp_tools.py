@@ -53,7 +53,7 @@ async def test_lists_six_tools_with_schemas_titles_and_honest_hints(
     search = tools["search_memories"].input_schema
     assert set(search["properties"]) == {
         "query", "namespace", "top_k", "ranking", "tags", "kind", "filter",
-        "as_of", "from", "until", "include_historical",
+        "as_of", "from", "until", "include_historical", "expand",
     }  # fmt: skip
     assert search["required"] == ["query"]
     assert search["properties"]["ranking"]["enum"] == ["auto", "lexical", "semantic", "hybrid"]
@@ -226,3 +226,24 @@ async def test_search_scopes_and_structured_output(memory: memstrata.Memory, kit
         assert None not in record.values()  # unset optional fields are absent, not null
         assert {"id", "namespace", "content", "valid_from", "created_at", "version"} <= set(record)
         assert "payload" not in record and "vector" not in record
+
+
+async def test_search_memories_expands_through_the_graph(
+    memory: memstrata.Memory, kit: Any
+) -> None:
+    memory.add("default", "Ada reviews the budget", id="seed", kind="decision")
+    memory.add("default", "a separate note", id="other", kind="decision")
+    memory.mention("default", "seed", ["Ada"])
+    memory.mention("default", "other", ["Apollo"])
+    memory.assert_fact("default", "Ada", "works on", "Apollo", valid_from="2020-01-01")
+    async with client(memory) as session:
+        plain = await kit.tool(
+            session, "search_memories", {"query": "budget", "ranking": "lexical"}
+        )
+        found = await kit.tool(
+            session, "search_memories", {"query": "budget", "ranking": "lexical", "expand": True}
+        )
+    assert kit.contents(plain) == ["Ada reviews the budget"]
+    assert kit.contents(found) == ["Ada reviews the budget", "a separate note"]
+    assert found["hits"][1]["signals"] == {"graph": {"hops": 1, "from": "seed"}}
+    assert found["hits"][1]["via"][0]["predicate"] == "works on"
