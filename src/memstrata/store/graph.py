@@ -457,13 +457,13 @@ class Graph:
             return []
         far_test, far_params = self.d.in_list("m2.entity", sorted(paths))
         scope, scope_params = scope_clause(self.d, "r", namespace, request, window)
+        # from the related entities' mentions to their records (by rowid), in scope
         chosen = self._rows(
             conn,
-            f"SELECT {prefixed('r')} FROM records r WHERE {scope}"
-            f" AND r.id NOT IN ({_marks(excluded)}) AND EXISTS (SELECT 1 FROM mentions m2"
-            f" WHERE m2.namespace = r.namespace AND m2.record = r.rowid AND {far_test})"
-            " ORDER BY r.id LIMIT ?",
-            [*scope_params, *excluded, *far_params, limit],
+            f"SELECT {prefixed('r')} FROM records r WHERE r.rowid IN (SELECT m2.record"
+            f" FROM mentions m2 WHERE m2.namespace = ? AND {far_test}) AND {scope}"
+            f" AND r.id NOT IN ({_marks(excluded)}) ORDER BY r.id LIMIT ?",
+            [namespace, *far_params, *scope_params, *excluded, limit],
         )
         if not chosen:
             return []
