@@ -1,10 +1,12 @@
-"""A store with the heuristic extractor, on each backend (SQLite and PostgreSQL)."""
+"""A store with the heuristic extractor, on each backend (SQLite and PostgreSQL), and
+the embedding tests' fake HTTP server (for the http extractor)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
+from tests.embedding.conftest import server  # noqa: F401 - the fake HTTP server, shared
 
 import memstrata
 

@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.embedding.fake_server import FakeServer, serve
+from tests.embedding.fake_server import FakeServer
 
 import memstrata
 from memstrata.domain.errors import InvalidInput, ProviderFailed
@@ -25,15 +24,6 @@ ANSWER = {
     "facts": [{"subject": "Ada", "predicate": "hacks on", "object": "Apollo",
                "confidence": 0.75}],
 }  # fmt: skip
-
-
-@pytest.fixture
-def server() -> Iterator[FakeServer]:
-    fake, stop = serve()
-    try:
-        yield fake
-    finally:
-        stop()
 
 
 def chat(content: str) -> dict[str, Any]:
