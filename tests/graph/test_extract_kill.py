@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.store.test_temporal_oracle import fresh_target
+from tests.support.pg import fresh_target
 
 import memstrata
 

@@ -16,7 +16,7 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
-from tests.store.test_temporal_oracle import fresh_target
+from tests.support.pg import fresh_target
 
 import memstrata
 from memstrata.domain.time import Window, format_instant
