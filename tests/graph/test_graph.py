@@ -205,3 +205,22 @@ def test_writes_queue_the_extract_job_in_the_background(store_target: str) -> No
         m.add(NS, "nothing to read here", kind="fact")  # not a note: no work, no job row
         assert m.service.background.idle()
         assert len(m.service.jobs(NS)) == jobs
+
+
+def test_mined_records_are_extracted_and_a_changed_chunk_closes_its_facts(
+    graph: memstrata.Memory, tmp_path: Any
+) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "team.md").write_text("Ada works on Apollo.\n")
+    graph.mine(NS, folder)
+    graph.extract(NS)
+    (edge,) = graph.relationships(NS, by_name(graph, "Ada"))
+    assert edge.provenance is not None and edge.provenance["origin"]["document"] == "team.md"
+    (folder / "team.md").write_text("Ada works on Zephyr.\n")
+    graph.mine(NS, folder)  # supersedes the chunk
+    assert graph.extract(NS).closed == 1
+    now = {
+        graph.entity(NS, e.object)["name"] for e in graph.relationships(NS, by_name(graph, "Ada"))
+    }
+    assert now == {"Zephyr"}
