@@ -33,6 +33,14 @@ ROUTES: dict[tuple[str, str], tuple[str, Any]] = {
     ("POST", "/v1/jobs"): (ADMIN, {"type": "embed", "namespace": "{ns}"}),
     ("GET", "/v1/jobs/{job_id}"): (ADMIN, None),
     ("GET", "/v1/jobs"): (ADMIN, None),
+    ("POST", "/v1/namespaces/{ns}/facts"): (
+        WRITE, {"subject": "a", "predicate": "p", "object": "b"},
+    ),
+    ("POST", "/v1/namespaces/{ns}/records/{id}/mentions"): (WRITE, {"entities": [{"name": "A"}]}),
+    ("GET", "/v1/namespaces/{ns}/entities"): (READ, None),
+    ("GET", "/v1/namespaces/{ns}/entities/{entity}"): (READ, None),
+    ("GET", "/v1/namespaces/{ns}/entities/{entity}/relationships"): (READ, None),
+    ("GET", "/v1/namespaces/{ns}/entities/{entity}/mentions"): (READ, None),
 }  # fmt: skip
 PUBLIC = {("GET", "/healthz")}
 # tokens: name -> (capabilities, namespaces it may use; None = all)
@@ -57,7 +65,7 @@ def test_every_published_route_is_in_the_matrix(served: tuple[Server, Secrets]) 
 def _request(server: Server, secret: str | None, route: tuple[str, str], ns: str) -> httpx.Response:
     method, template = route
     _, body = ROUTES[route]
-    path = template.format(ns=ns, id="m", job_id=1)
+    path = template.format(ns=ns, id="m", job_id=1, entity="ent_none")
     if body is not None and "namespace" in body:
         body = {**body, "namespace": ns}
     headers = {"Authorization": f"Bearer {secret}"} if secret is not None else {}

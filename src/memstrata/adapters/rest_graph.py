@@ -21,7 +21,7 @@ from memstrata.adapters.rest_models import (
     body_schema,
     parse_body,
 )
-from memstrata.adapters.rest_routes import Body, CallerDep, Namespace, RecordId
+from memstrata.adapters.rest_routes import CallerDep, Namespace, RecordId, WriteBody
 from memstrata.domain.time import parse_instant, to_us
 
 GRAPH_TAG = "graph"
@@ -83,7 +83,7 @@ graph_router = APIRouter(tags=[GRAPH_TAG], responses=ERROR_RESPONSES)
     openapi_extra=body_schema(FactBody),
     summary="Assert a relationship between two entities",
 )
-def assert_fact(ns: Namespace, raw: Body, who: CallerDep) -> Response:
+def assert_fact(ns: Namespace, raw: WriteBody, who: CallerDep) -> Response:
     body = parse_body(FactBody, raw)
     start = None if body.valid_from is None else to_us(body.valid_from)
     edge = who.assert_fact(ns, _name(body.subject), body.predicate, _name(body.object), start)
@@ -96,7 +96,7 @@ def assert_fact(ns: Namespace, raw: Body, who: CallerDep) -> Response:
     openapi_extra=body_schema(MentionsBody),
     summary="Assert the entities a record mentions",
 )
-def mention(ns: Namespace, rid: RecordId, raw: Body, who: CallerDep) -> Response:
+def mention(ns: Namespace, rid: RecordId, raw: WriteBody, who: CallerDep) -> Response:
     body = parse_body(MentionsBody, raw)
     found = who.mention(ns, rid, [e.spec() for e in body.entities])
     return JSONResponse({"mentions": [m.to_json() for m in found]})
