@@ -473,7 +473,8 @@ def _strict(field: FieldInfo) -> tuple[Strict, ...]:
     (``"10"`` is not a number, ``1`` is not true) rather than coercing them; a type
     that is exact already (a ``Literal``) takes no marker."""
     try:
-        TypeAdapter(Annotated[field.annotation, Strict()])
+        strict: Any = Annotated[field.annotation, Strict()]  # a type built at run time
+        TypeAdapter(strict)
     except (RuntimeError, TypeError):
         return ()
     return (Strict(),)
