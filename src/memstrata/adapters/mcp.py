@@ -129,6 +129,16 @@ class SearchMemoriesInput(_Input):
         "(the people, projects and tools they mention), after the hits, with 'via' saying how.",
     )
 
+    def to_request(self) -> SearchRequest:
+        """The tool's arguments as the domain's search request: MCP's one conversion."""
+        fields: dict[str, Any] = self.model_dump(
+            exclude={"namespace", "from_", "until"}, exclude_none=True
+        )
+        between = between_option(self.from_, self.until)
+        if between is not None:
+            fields["between"] = between
+        return parse_model(SearchRequest, fields)
+
 
 class GetMemoryInput(_Input):
     id: str = Field(min_length=1, description="The memory's id.")
@@ -410,13 +420,7 @@ class MemoryTools:
 
     def search_memories(self, args: SearchMemoriesInput, context: Context) -> SearchMemoriesResult:
         caller, namespace = self._caller(context, args.namespace)
-        request: dict[str, Any] = args.model_dump(
-            exclude={"namespace", "from_", "until"}, exclude_none=True
-        )
-        between = between_option(args.from_, args.until)
-        if between is not None:
-            request["between"] = between
-        result = caller.search(namespace, parse_model(SearchRequest, request))
+        result = caller.search(namespace, args.to_request())
         return SearchMemoriesResult.of(result)
 
     def get_memory(self, args: GetMemoryInput, context: Context) -> MemoryRecord:
