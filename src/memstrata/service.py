@@ -30,8 +30,6 @@ from memstrata.domain.ids import new_id
 from memstrata.domain.records import (
     Record,
     UpsertResult,
-    inheriting,
-    predecessor_id,
     superseding,
     validate_namespace,
     validate_record_id,
@@ -255,7 +253,6 @@ class Service(GraphMethods):
                     f"records[{index}].content is empty: give the text to remember "
                     "(or a vector to store without text)"
                 )
-            record = self._inherit(namespace, record)
             if record.vector is not None:
                 if embedder is None:
                     raise SemanticUnavailable(
@@ -323,18 +320,6 @@ class Service(GraphMethods):
             namespace, record_id, embedder.embedder_id, unit,
             now=now_us(), actor=actor,
         )  # fmt: skip
-
-    def _inherit(self, namespace: str, record: Record) -> Record:
-        """A revision keeps its predecessor's kind, tags, metadata and source unless it
-        gives its own (``records.inheriting``); an unknown predecessor is left for the
-        store to refuse."""
-        old_id = predecessor_id(record)
-        if old_id is None:
-            return record
-        try:
-            return inheriting(record, self.store.get(namespace, old_id))
-        except NotFound:
-            return record
 
     def supersede(
         self, namespace: str, old_id: str, record: Record, *, actor: str = LOCAL_ACTOR

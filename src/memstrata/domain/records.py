@@ -236,11 +236,6 @@ def inheriting(revision: Record, predecessor: Record) -> Record:
     return revision.model_copy(update=update) if update else revision
 
 
-def predecessor_id(record: Record) -> str | None:
-    """The record a revision inherits from: the first one it supersedes, not itself."""
-    return next((old for old in record.supersedes if old != record.id), None)
-
-
 class UpsertResult(BaseModel):
     ids: list[str]
     versions: list[int]

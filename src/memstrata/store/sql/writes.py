@@ -17,7 +17,7 @@ import numpy as np
 
 from memstrata.domain import rules
 from memstrata.domain.errors import NotFound
-from memstrata.domain.records import Record
+from memstrata.domain.records import Record, inheriting
 from memstrata.domain.search import parse_number
 from memstrata.domain.time import from_us
 from memstrata.store import graph
@@ -208,6 +208,8 @@ class Writes:
         )  # fmt: skip
         for position, old_id in enumerate(record.supersedes):
             old = self._close_superseded(record, old_id, f"{field}.supersedes[{position}]")
+            if position == 0:  # a revision keeps what it does not set of what it revises
+                record = inheriting(record, old)
             if record.key is None and old.key is not None:
                 record.key = old.key
         if record.key is not None and rules.claims_key(record, self.now):
