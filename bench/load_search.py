@@ -1,15 +1,21 @@
-"""Load check of the REST search route: concurrent clients against one namespace.
+"""Load check of the REST search route: concurrent clients against one namespace,
+beside the same searches made in-process.
 
-    python -m bench.load_search [--records 100000] [--clients 8] [--seconds 20]
-        [--rankings lexical,hybrid,semantic] [--out bench/results/load_search_100k.json]
+    python -m bench.load_search [--records 100000] [--clients 1,8,32] [--workers 1,2]
+        [--seconds 20] [--rankings lexical,hybrid,semantic]
+        [--out bench/results/load_search_100k.json]
 
 Starts a real ``memstrata serve`` (temp SQLite file, hash embedder, auth on, default
 policy caps, loopback) in a subprocess, loads N records through ``POST …/records`` in
-batches of 1,000 (the default cap), then for each ranking runs C client threads, each
-with its own pooled httpx client, sending ``POST …/search`` (top_k 10, a 2-3 word
-query from the corpus vocabulary, a quarter of them with a metadata filter) back to
-back for S seconds. Reports requests/s and client-side p50/p95/p99 latency, plus the
-ingest rate. Every request goes to 127.0.0.1 and every loop is bounded in time.
+batches of 1,000 (the default cap). Then, for each ranking, it measures the in-process
+rate (one thread calling ``Memory.search`` back to back on the same file, no HTTP) and,
+for each ``--workers`` count (``memstrata serve --workers W``) and each client count C,
+runs C client threads, each with its own pooled httpx client, sending ``POST …/search``
+(top_k 10, a 2-3 word query from the corpus vocabulary, a quarter of them with a
+metadata filter) back to back for S seconds. Reports requests/s, client-side
+p50/p95/p99 latency, and ``of_cores_x_in_process`` = requests/s ÷ (cores x in-process
+searches/s); plus the ingest rate. The clients run on the same cores as the server.
+Every request goes to 127.0.0.1 and every loop is bounded in time.
 """
 
 from __future__ import annotations
@@ -102,16 +108,23 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_server(db: Path, port: int, log: Path, grpc_port: int = 0) -> subprocess.Popen[bytes]:
-    """``memstrata serve`` on ``port`` (gRPC on ``grpc_port``; 0 = off), once it answers."""
+def start_server(
+    db: Path, port: int, log: Path, grpc_port: int = 0, workers: int = 1
+) -> subprocess.Popen[bytes]:
+    """``memstrata serve`` on ``port`` (gRPC on ``grpc_port``; 0 = off) in ``workers``
+    processes, once every worker answers."""
     command = [*CLI, "--db", str(db), "--embedder", "hash", "serve", "--port", str(port),
-               "--grpc-port", str(grpc_port), "--log-level", "warning"]  # fmt: skip
+               "--grpc-port", str(grpc_port), "--workers", str(workers),
+               "--log-level", "warning"]  # fmt: skip
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log.open("wb"))
     deadline = time.monotonic() + 60
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=2) as client:
         while time.monotonic() < deadline:
             if process.poll() is not None:
                 raise RuntimeError(f"server exited: {log.read_text()[-2000:]}")
+            if workers > 1 and "worker processes" not in log.read_text():
+                time.sleep(0.1)  # the supervisor says so once every worker serves
+                continue
             try:
                 if client.get("/healthz").status_code == 200:
                     return process
@@ -231,47 +244,94 @@ def run_clients(
     return drive(rest_client(url, token), ranking, queries, clients, seconds, max_requests)
 
 
+def in_process(
+    db: Path, ranking: str, queries: list[dict[str, Any]], seconds: float
+) -> dict[str, Any]:
+    """One thread calling ``Memory.search`` back to back: the rate the server is held to."""
+    with memstrata.open(db, embedder="hash", background_jobs=False) as m:
+        for query in queries[:5]:  # warm: the vector matrix, pages
+            m.search(NAMESPACE, ranking=ranking, top_k=TOP_K, **query)
+        latencies = []
+        began = time.perf_counter()
+        i = 0
+        while time.perf_counter() - began < seconds:
+            sent = time.perf_counter()
+            m.search(NAMESPACE, ranking=ranking, top_k=TOP_K, **queries[i % len(queries)])
+            latencies.append(time.perf_counter() - sent)
+            i += 1
+        elapsed = time.perf_counter() - began
+    every = np.array(latencies) * 1000
+    return {
+        "ranking": ranking,
+        "searches": int(every.size),
+        "searches_per_s": round(every.size / elapsed, 1),
+        "p50_ms": round(float(np.percentile(every, 50)), 2),
+    }
+
+
+def counts(text: str) -> list[int]:
+    return [int(part) for part in text.split(",") if part.strip()]
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--seconds", type=float, default=20.0, help="per ranking")
+    parser.add_argument("--clients", default="1,8,32", help="client counts, e.g. 1,8,32")
+    parser.add_argument("--workers", default=f"1,{os.cpu_count() or 1}",
+                        help="memstrata serve --workers counts, e.g. 1,2")  # fmt: skip
+    parser.add_argument("--seconds", type=float, default=20.0, help="per ranking and count")
     parser.add_argument("--max-requests", type=int, default=100_000, help="per client")
     parser.add_argument("--rankings", default="lexical,hybrid,semantic")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    rankings = args.rankings.split(",")
+    cores = os.cpu_count() or 1
 
     docs, queries = workload(args.records)
     load_before = os.getloadavg()
     work, db, token = fresh_database("memstrata-load-", "load.db")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    server = start_server(db, port, work / "server.log")
+    headers = {"Authorization": f"Bearer {token}"}
+    server = start_server(db, port, work / "server.log", workers=max(counts(args.workers)))
     try:
         print(f"loading {args.records} records through the API…", file=sys.stderr)
         ingest = load(url, token, docs)
         print(f"ingest: {ingest}", file=sys.stderr)
-        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}) as c:
+        with httpx.Client(base_url=url, headers=headers) as c:
             audit = c.get(f"/v1/namespaces/{NAMESPACE}/audit").json()
-            for ranking in args.rankings.split(","):  # warm caches (vector matrix, pages)
-                for query in queries[:5]:
-                    c.post(f"/v1/namespaces/{NAMESPACE}/search",
-                           json={**query, "ranking": ranking}).raise_for_status()  # fmt: skip
-        runs = []
-        for ranking in args.rankings.split(","):
-            result = run_clients(url, token, ranking, queries, args.clients, args.seconds,
-                                 args.max_requests)  # fmt: skip
-            print(json.dumps(result), file=sys.stderr)
-            runs.append(result)
     finally:
         server.terminate()
         server.wait(timeout=60)
+    local = {r: in_process(db, r, queries, args.seconds) for r in rankings}
+    print(f"in process: {json.dumps(local)}", file=sys.stderr)
+    runs = []
+    for workers in counts(args.workers):
+        server = start_server(db, port, work / f"server-{workers}.log", workers=workers)
+        try:
+            with httpx.Client(base_url=url, headers=headers) as c:
+                for ranking in rankings:  # warm every worker's caches (vector matrix, pages)
+                    for query in queries[: 5 * workers]:
+                        c.post(f"/v1/namespaces/{NAMESPACE}/search",
+                               json={**query, "ranking": ranking}).raise_for_status()  # fmt: skip
+            for ranking in rankings:
+                for clients in counts(args.clients):
+                    result = run_clients(url, token, ranking, queries, clients, args.seconds,
+                                         args.max_requests)  # fmt: skip
+                    bound = cores * local[ranking]["searches_per_s"]
+                    share = round(result["requests_per_s"] / bound, 3)
+                    result = {"workers": workers, **result, "of_cores_x_in_process": share}
+                    print(json.dumps(result), file=sys.stderr)
+                    runs.append(result)
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
     report = {
         "benchmark": "load_search",
         "when": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "command": "python -m bench.load_search " + " ".join(argv or sys.argv[1:]),
         "machine": {
-            "cpus": os.cpu_count(),
+            "cpus": cores,
             "python": platform.python_version(),
             "platform": platform.platform(),
             "note": "server and client threads share the same cores",
@@ -285,6 +345,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "db_bytes": sum(p.stat().st_size for p in work.glob("load.db*")),
         },
         "ingest": ingest,
+        "in_process": list(local.values()),
         "search": runs,
     }
     shutil.rmtree(work, ignore_errors=True)

@@ -60,6 +60,9 @@ class StorageSettings(BaseModel):
     )
 
 
+MAX_WORKERS = 64
+
+
 class ServerSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -67,6 +70,13 @@ class ServerSettings(BaseModel):
     port: int = Field(default=DEFAULT_PORT, ge=1, le=65535)
     grpc_port: int = Field(
         default=DEFAULT_GRPC_PORT, ge=0, le=65535, description="gRPC beside REST; 0 = off"
+    )
+    workers: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_WORKERS,
+        description="Server processes sharing the database and the ports (memstrata serve "
+        "--workers); about one per core",
     )
     mine_roots: list[str] = Field(
         default_factory=list,

@@ -66,7 +66,7 @@ def run_cli(
 @dataclass
 class Server:
     url: str
-    db: Path
+    db: Path | str  # a SQLite file, or a PostgreSQL URL
     process: subprocess.Popen[str]
     grpc_target: str = ""  # host:port of the gRPC service beside REST
     lines: list[str] = field(default_factory=list)
@@ -145,7 +145,7 @@ def make_tokens(server: Server) -> Tokens:
 
 
 def start_server(
-    db: Path, config: Path | None, *args: str, env: dict[str, str] | None = None
+    db: Path | str, config: Path | None, *args: str, env: dict[str, str] | None = None
 ) -> Server:
     """Starts ``memstrata serve`` and returns once it accepts connections (gRPC on a
     free port of its own unless ``args`` name one)."""
@@ -176,7 +176,7 @@ def start_server(
             with server.changed:
                 server.lines.append(line.rstrip("\n"))
                 server.changed.notify_all()
-            if "Uvicorn running on" in line:
+            if "Uvicorn running on" in line or "worker processes" in line:  # 1 or N workers
                 ready.set()
         ready.set()  # the process ended: let the waiter look
 

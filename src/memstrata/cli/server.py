@@ -1,7 +1,8 @@
 """Server commands: ``serve`` runs the REST API and the gRPC service; ``token
 create|list|disable`` manage who may call them.
 
-    memstrata serve [--config FILE] [--host H] [--port P] [--grpc-port G] [--no-auth]
+    memstrata serve [--config FILE] [--host H] [--port P] [--grpc-port G] [--workers N]
+                    [--no-auth]
     memstrata token create [--read-only | --admin] [--namespace NS]... [--name NAME]
     memstrata token list
     memstrata token disable ID
@@ -13,10 +14,6 @@ first. ``--no-auth`` is refused unless the server binds a loopback address.
 
 from __future__ import annotations
 
-import signal
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
-from types import FrameType
 from typing import Annotated, Any, Literal
 
 import typer
@@ -26,8 +23,7 @@ from rich.table import Table
 from memstrata.cli import output
 from memstrata.cli.context import cli_state
 from memstrata.cli.options import JsonOutput
-from memstrata.config import CONFIG_ENV, Settings, load_settings
-from memstrata.config import open_memory as open_configured
+from memstrata.config import CONFIG_ENV, MAX_WORKERS, Settings, load_settings
 from memstrata.domain.auth import Token
 from memstrata.domain.time import format_instant
 from memstrata.memory import Memory
@@ -73,10 +69,9 @@ def settings_for(
 
 
 def _open_store(settings: Settings) -> Memory:
-    """The store alone (no embedder): enough to manage tokens."""
-    embedding = settings.embedding.model_copy(update={"provider": "none"})
-    bare = settings.model_copy(update={"embedding": embedding, "namespaces": {}})
-    return open_configured(bare, background_jobs=False)
+    from memstrata.cli.serving import open_store_only
+
+    return open_store_only(settings)
 
 
 def serve(
@@ -113,6 +108,17 @@ def serve(
             "--no-auth", help="Serve without tokens; refused unless HOST is a loopback address."
         ),
     ] = False,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            "-w",
+            metavar="N",
+            min=1,
+            max=MAX_WORKERS,
+            help="Server processes sharing the database and ports (default 1; about one per core).",
+        ),
+    ] = None,
     log_level: Annotated[
         LogLevel,
         typer.Option("--log-level", metavar="LEVEL", help="debug, info, warning or error."),
@@ -120,12 +126,6 @@ def serve(
 ) -> None:
     """Serve the REST API (OpenAPI at /openapi.json, metrics at /metrics) and, beside it
     on one service, the gRPC service memstrata.semantic.v1.Semantic."""
-    import uvicorn
-
-    from memstrata.adapters.grpc.server import serving
-    from memstrata.adapters.rest import create_app
-    from memstrata.adapters.rest_observe import configure_logging
-
     server: dict[str, Any] = {}
     if host is not None:
         server["host"] = host
@@ -133,60 +133,16 @@ def serve(
         server["port"] = port
     if grpc_port is not None:
         server["grpc_port"] = grpc_port
+    if workers is not None:
+        server["workers"] = workers
     overrides: dict[str, Any] = {"server": server} if server else {}
     if no_auth:
         overrides["auth"] = {"enabled": False}
     settings = settings_for(ctx, config, overrides)
     settings.check_exposure()
-    configure_logging(log_level)
-    where = f"{settings.server.host}:{settings.server.port}"
-    if ":" in settings.server.host:
-        where = f"[{settings.server.host}]:{settings.server.port}"
-    try:
-        with ExitStack() as running, _terminated_raises():
-            # one service for REST, MCP and gRPC, closed after both servers have stopped
-            memory = running.enter_context(open_configured(settings, background_jobs=True))
-            grpc_note = "gRPC off"
-            if settings.server.grpc_port:
-                bound = running.enter_context(serving(memory.service, settings))
-                grpc_note = f"gRPC on port {bound}"
-            output.print_note(
-                f"memstrata serving http://{where} and {grpc_note} "
-                f"(auth {'on' if settings.auth.enabled else 'off'})"
-            )
-            uvicorn.run(
-                create_app(memory.service, settings),
-                host=settings.server.host,
-                port=settings.server.port,
-                log_config=None,
-                access_log=False,
-                server_header=False,
-                log_level=log_level,
-            )
-    except _Terminated:
-        # both servers and the service are stopped: now end as SIGTERM ends a process
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.raise_signal(signal.SIGTERM)
+    from memstrata.cli.serving import serve as run_server  # uvicorn: only when serving
 
-
-class _Terminated(Exception):
-    """SIGTERM arrived; raised so that everything ``serve`` started is stopped in order."""
-
-
-@contextmanager
-def _terminated_raises() -> Iterator[None]:
-    """Turns SIGTERM into :class:`_Terminated` for the block. uvicorn catches SIGTERM
-    itself, shuts REST down, and raises it again once it returns; this handler is the
-    one it raises it to, so gRPC and the service then stop before the process ends."""
-
-    def raise_terminated(signum: int, frame: FrameType | None) -> None:
-        raise _Terminated
-
-    previous = signal.signal(signal.SIGTERM, raise_terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    run_server(settings, log_level)
 
 
 def _token_json(token: Token) -> dict[str, Any]:

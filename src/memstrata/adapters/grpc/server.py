@@ -34,16 +34,18 @@ WORKERS = 8  # calls run on threads, like REST's sync routes; the store is threa
 
 
 def build_server(
-    service: Service, *, auth: bool, max_message_bytes: int
+    service: Service, *, auth: bool, max_message_bytes: int, shared: bool = False
 ) -> tuple[grpc.Server, health.HealthServicer, ThreadPoolExecutor]:
-    """A gRPC server (not bound, not started) serving ``service``."""
+    """A gRPC server (not bound, not started) serving ``service``; ``shared``: its port
+    is shared with sibling worker processes (SO_REUSEPORT)."""
     executor = ThreadPoolExecutor(WORKERS, thread_name_prefix="memstrata-grpc")
     server = grpc.server(
         executor,
         options=[
             # the REST body cap, so one request may be as large on either wire
             ("grpc.max_receive_message_length", max_message_bytes),
-            ("grpc.so_reuseport", 0),  # a port in use is an error, not a shared listener
+            # a port in use is an error, not a shared listener, unless workers share it
+            ("grpc.so_reuseport", 1 if shared else 0),
         ],
     )
     pb_grpc.add_SemanticServicer_to_server(SemanticServicer(service, auth=auth), server)
@@ -73,12 +75,16 @@ def address(host: str, port: int) -> str:
 
 
 @contextmanager
-def serving(service: Service, settings: Settings) -> Iterator[int]:
-    """Serves gRPC on the settings' host and ``grpc_port`` for the block; yields the port."""
+def serving(service: Service, settings: Settings, *, shared: bool = False) -> Iterator[int]:
+    """Serves gRPC on the settings' host and ``grpc_port`` for the block; yields the port.
+    ``shared``: worker processes listen on the same port (see cli/serving.py)."""
     port = settings.server.grpc_port
     assert port, "gRPC is off (server.grpc_port = 0)"
     server, checks, executor = build_server(
-        service, auth=settings.auth.enabled, max_message_bytes=settings.policy.max_body_bytes
+        service,
+        auth=settings.auth.enabled,
+        max_message_bytes=settings.policy.max_body_bytes,
+        shared=shared,
     )
     where = address(settings.server.host, port)
     try:
