@@ -12,10 +12,14 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import anyio
 import grpc
 import httpx
+import httpx2
 import pytest
+from mcp.client.streamable_http import streamable_http_client
 
+from mcp import Client
 from memstrata.adapters.grpc import semantic_pb2 as pb
 from memstrata.adapters.grpc import semantic_pb2_grpc
 
@@ -82,6 +86,7 @@ def search_hits(url: str, query: str) -> list[str]:
 def test_workers_share_the_database_the_rest_port_and_the_grpc_port(workers: Server) -> None:
     assert len(worker_pids(workers)) == WORKERS
     assert worker_pids(workers) <= children(workers.process.pid)
+
     # concurrent writers on different connections (so, workers): every write lands once
     def write(i: int) -> None:
         with httpx.Client(base_url=workers.url, timeout=60, headers={"Connection": "close"}) as h:
@@ -93,7 +98,9 @@ def test_workers_share_the_database_the_rest_port_and_the_grpc_port(workers: Ser
     with grpc.insecure_channel(workers.grpc_target) as channel:
         stub = semantic_pb2_grpc.SemanticStub(channel)
         stub.Upsert(
-            pb.UpsertRequest(namespace="n", records=[pb.Record(id="g", content="shared fact grpc")]),
+            pb.UpsertRequest(
+                namespace="n", records=[pb.Record(id="g", content="shared fact grpc")]
+            ),
             timeout=60,
         )
     expected = {f"r{i}" for i in range(40)} | {"g"}
@@ -103,6 +110,45 @@ def test_workers_share_the_database_the_rest_port_and_the_grpc_port(workers: Ser
             for hits in pool.map(lambda _: search_hits(workers.url, "shared fact"), range(16)):
                 assert set(hits) == expected  # each worker reads what any other wrote
     assert len(served_by(workers)) == WORKERS, "every worker answered requests"
+
+
+def test_mcp_through_workers_is_sessionless_and_works(workers: Server) -> None:
+    """Workers serve MCP without sessions (a session would live in one process): calls
+    from clients whose connections spread over both workers all succeed."""
+
+    async def one_client(found: list[str]) -> None:
+        # "Connection: close": each call on a new connection, which either worker may take
+        http = httpx2.AsyncClient(
+            timeout=httpx2.Timeout(30, read=120), headers={"Connection": "close"}
+        )
+        async with Client(streamable_http_client(workers.url + "/mcp", http_client=http)) as c:
+            for _ in range(5):
+                result = await c.call_tool("search_memories", {"namespace": "n", "query": "MCP"})
+                found.append(str(result.structured_content))
+
+    async def rounds() -> list[str]:
+        found: list[str] = []
+        async with Client(streamable_http_client(workers.url + "/mcp")) as c:
+            await c.call_tool("add_memory", {"namespace": "n", "content": "the workers speak MCP"})
+        for _ in range(10):  # bounded: until both workers have answered MCP calls
+            async with anyio.create_task_group() as group:
+                for _ in range(4):
+                    group.start_soon(one_client, found)
+            if len(mcp_served_by(workers)) == WORKERS:
+                break
+        return found
+
+    found = anyio.run(rounds)
+    assert len(mcp_served_by(workers)) == WORKERS
+    assert found and all("the workers speak MCP" in text for text in found)
+
+
+def mcp_served_by(server: Server) -> set[int]:
+    return {
+        e["worker"]
+        for e in server.logs()
+        if e.get("msg") == "request" and e.get("path") == "/mcp" and "worker" in e
+    }
 
 
 def test_a_dead_worker_is_replaced_and_sigterm_stops_them_all(workers: Server) -> None:

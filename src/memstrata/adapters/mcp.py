@@ -643,8 +643,11 @@ class McpHttpApp:
     opened it. Without ``auth`` every caller is local, with full access.
     """
 
-    def __init__(self, *, namespace: str | None = None, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, *, namespace: str | None = None, host: str = "127.0.0.1", stateless: bool = False
+    ) -> None:
         self.namespace = namespace
+        self.stateless = stateless
         self.security: TransportSecuritySettings | None = None
         self.host = host
         if host in LOOPBACK_HOSTS:  # refuse DNS rebinding, as the SDK does on loopback
@@ -662,7 +665,9 @@ class McpHttpApp:
         managers: dict[bool, StreamableHTTPSessionManager] = {}
         for read_only in (False, True):
             server = build_mcp_server(service, read_only=read_only, namespace=self.namespace)
-            server.streamable_http_app(transport_security=self.security, host=self.host)
+            server.streamable_http_app(
+                transport_security=self.security, host=self.host, stateless_http=self.stateless
+            )
             managers[read_only] = server.session_manager
         async with AsyncExitStack() as stack:
             for manager in managers.values():
@@ -706,12 +711,16 @@ class McpHttpApp:
         await serving.managers[read_only].handle_request(scope, receive, send)
 
 
-def mcp_http_app(*, namespace: str | None = None, host: str = "127.0.0.1") -> McpHttpApp:
+def mcp_http_app(
+    *, namespace: str | None = None, host: str = "127.0.0.1", stateless: bool = False
+) -> McpHttpApp:
     """The streamable HTTP MCP app, to mount at ``/mcp`` and serve inside
     ``async with app.running(service, auth=...)``. ``namespace`` is the tools' default
     namespace; ``host`` is the address the server binds (on loopback, requests naming
-    another host are refused, against DNS rebinding)."""
-    return McpHttpApp(namespace=namespace, host=host)
+    another host are refused, against DNS rebinding). ``stateless``: no sessions, each
+    request stands alone — how worker processes serve MCP, since a session lives in one
+    process and a client's next connection may reach another."""
+    return McpHttpApp(namespace=namespace, host=host, stateless=stateless)
 
 
 __all__ = [

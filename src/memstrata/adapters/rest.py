@@ -144,7 +144,8 @@ def _package_version() -> str:
 def create_app(service: Service | None, settings: Settings) -> FastAPI:
     """The memstrata REST app over ``service`` (or one opened from ``settings``)."""
     rt = Runtime(settings=settings, service=service)
-    mcp = mcp_http_app(host=settings.server.host)  # MCP at /mcp, behind the same tokens
+    # MCP at /mcp, behind the same tokens; sessionless when worker processes share the port
+    mcp = mcp_http_app(host=settings.server.host, stateless=settings.server.workers > 1)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -37,6 +37,7 @@ from memstrata.memory import Memory
 log = logging.getLogger("memstrata.serve")
 
 STOP_SECONDS = 30.0
+BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def serve(settings: Settings, log_level: str) -> None:
@@ -228,6 +229,10 @@ class Supervisor:
         self.stopped_by: int | None = None
 
     def run(self) -> None:
+        # The workers are the parallelism: a BLAS thread pool in each as well would put
+        # N x cores threads on the cores (spawned workers inherit the environment).
+        for name in BLAS_THREADS:
+            os.environ.setdefault(name, "1")
         previous = {sig: signal.signal(sig, self._stop) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             self.workers = [self._start() for _ in range(self.settings.server.workers)]
