@@ -14,20 +14,22 @@ the app's lifespan, with background embed jobs, and closes it at shutdown.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+import anyio.to_thread
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
-from prometheus_client import make_asgi_app
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import choose_encoder
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from memstrata.access import Caller
 from memstrata.adapters.mcp import mcp_http_app
@@ -102,36 +104,45 @@ async def on_crash(request: Request, error: Exception) -> Response:
 
 
 class MetricsApp:
-    """``prometheus_client``'s ASGI app behind the server's tokens: with auth on, any
-    enabled token may scrape, and sees samples only of the namespaces it may read.
-    Being a class instance, Starlette's ``Route`` mounts it as an ASGI app rather than
-    a view function."""
+    """The Prometheus exposition of the app's registry, behind the server's tokens: with
+    auth on, any enabled token may scrape, and sees samples only of the namespaces it
+    may read. The token lookup and the collectors (which read the store) run on a
+    worker thread, never on the event loop. Being a class instance, Starlette's
+    ``Route`` mounts it as an ASGI app rather than a view function."""
 
-    def __init__(self, app: ASGIApp, rt: Runtime) -> None:
-        self.app = app
+    def __init__(self, registry: CollectorRegistry, rt: Runtime) -> None:
+        self.registry = registry
         self.rt = rt
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = Headers(scope=scope)
+        encoder, content_type = choose_encoder(headers.get("accept", ""))
+        visible: Callable[[str], bool] | None = None
         if self.rt.settings.auth.enabled:
-            header = Headers(scope=scope).get("authorization", "")
-            scheme, _, secret = header.partition(" ")
+            scheme, _, secret = headers.get("authorization", "").partition(" ")
             service = self.rt.require_service()
             try:
-                token = service.access.authenticate(
-                    secret.strip() if scheme.lower() == "bearer" else None
+                token = await anyio.to_thread.run_sync(
+                    service.access.authenticate,
+                    secret.strip() if scheme.lower() == "bearer" else None,
                 )
             except MemstrataError as error:
                 response = await on_memstrata_error(Request(scope), error)
                 await response(scope, receive, send)
                 return
             # the per-namespace samples name namespaces: a scoped token sees its own
-            scoped = metrics_scope.set(Caller(service, token).visible)
-            try:
-                await self.app(scope, receive, send)
-            finally:
-                metrics_scope.reset(scoped)
-            return
-        await self.app(scope, receive, send)
+            visible = Caller(service, token).visible
+        body = await anyio.to_thread.run_sync(self._render, encoder, visible)
+        await Response(body, media_type=content_type)(scope, receive, send)
+
+    def _render(
+        self, encoder: Callable[[CollectorRegistry], bytes], visible: Callable[[str], bool] | None
+    ) -> bytes:
+        scoped = metrics_scope.set(visible)
+        try:
+            return encoder(self.registry)
+        finally:
+            metrics_scope.reset(scoped)
 
 
 def _package_version() -> str:
@@ -176,7 +187,7 @@ def create_app(service: Service | None, settings: Settings) -> FastAPI:
     for router in (*ROUTERS, graph_router):
         app.include_router(router)
     app.router.routes.append(
-        Route("/metrics", MetricsApp(make_asgi_app(rt.metrics.registry), rt), methods=["GET"])
+        Route("/metrics", MetricsApp(rt.metrics.registry, rt), methods=["GET"])
     )
     app.router.routes.append(Route("/mcp", mcp))
     app.add_middleware(EncodedSlashes)
