@@ -1,0 +1,412 @@
+"""``MemstrataStore``: LangGraph's ``BaseStore`` over a memstrata memory.
+
+Each item is two kinds of record in one memstrata namespace (docs/langgraph.md):
+a *value* record per value ever put (a supersession chain: ``history`` and ``as_of``
+see every one, the ranked search reads them) and one *head* record per item (its
+current value, rewritten in place by each put, so ``get`` is one read by id and a
+listing is one scan). A put writes both in one all-or-nothing upsert.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    IndexConfig,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
+from langgraph.store.base.embed import get_text_at_path, tokenize_path
+
+from memstrata.domain.errors import InvalidInput, NotFound
+from memstrata.domain.ids import new_id
+from memstrata.domain.records import Record, UpsertResult, validate_namespace
+from memstrata.domain.search import SearchResult
+from memstrata.domain.time import format_instant, from_us, parse_instant, to_us
+from memstrata.domain.vectors import MAX_COUNT
+from memstrata.langgraph import mapping as m
+
+SINCE = "lg.since"  # on both kinds: when the current value was put (its valid_from)
+PREVIOUS = "lg.previous"  # on a head: the last value ids of the item's deleted chains
+
+
+class MemoryLike(Protocol):
+    """What the store needs of ``memstrata.open(...)`` or ``memstrata.Client(...)``."""
+
+    def upsert(self, namespace: str, records: Any) -> UpsertResult: ...
+    def search(self, namespace: str, query: str | None = None, **options: Any) -> SearchResult: ...
+    def get(self, namespace: str, id: str, version: int | None = None) -> Record: ...
+    def history(self, namespace: str, id: str) -> list[Record]: ...
+    def delete(self, namespace: str, id: str, hard: bool = False) -> None: ...
+
+
+class MemstrataStore(BaseStore):
+    """A LangGraph store whose items are memstrata records.
+
+    ``memory`` is what ``memstrata.open(...)`` or ``memstrata.Client(...)`` returns.
+    ``namespace`` is the memstrata namespace holding every item of this store (LangGraph's
+    tuple namespaces live inside it). ``index`` takes LangGraph's ``fields`` (the JSON
+    paths whose text is searched, default the whole value); the vectors are the memstrata
+    namespace's own embedder's, so ``search(query=…)`` is memstrata's hybrid ranking.
+    Beyond ``BaseStore``: :meth:`history` of a key, and ``as_of`` on :meth:`get` and
+    :meth:`search` (the store as it was at a past instant)."""
+
+    supports_ttl = False
+
+    def __init__(
+        self,
+        memory: MemoryLike,
+        *,
+        namespace: str = "langgraph",
+        index: IndexConfig | None = None,
+    ) -> None:
+        self.memory = memory
+        self.namespace = validate_namespace(namespace)
+        self.fields = _index_fields(index)
+
+    # -- BaseStore ------------------------------------------------------------------
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Runs the reads in order, then the puts (the last put of a key in the batch
+        wins) as one memstrata upsert, then the deletes."""
+        results: list[Result] = []
+        puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        for op in ops:
+            if isinstance(op, GetOp):
+                results.append(self._get(op.namespace, op.key))
+            elif isinstance(op, SearchOp):
+                results.append(self._search(op))
+            elif isinstance(op, ListNamespacesOp):
+                results.append(self._list_namespaces(op))
+            elif isinstance(op, PutOp):
+                puts[(tuple(op.namespace), op.key)] = op
+                results.append(None)
+            else:
+                raise InvalidInput(f"unknown store operation {type(op).__name__}")
+        if puts:
+            self._apply_puts(list(puts.values()))
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        # memstrata's API is synchronous and thread-safe: run the batch off the loop
+        return await asyncio.to_thread(self.batch, list(ops))
+
+    # -- what memstrata adds ------------------------------------------------------------
+
+    def get(  # type: ignore[override]
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        *,
+        refresh_ttl: bool | None = None,
+        as_of: Any = None,
+    ) -> Item | None:
+        """The item, or None; with ``as_of``, the value it had at that instant."""
+        if as_of is None:
+            return super().get(namespace, key, refresh_ttl=refresh_ttl)
+        at = parse_instant(as_of, "as_of")
+        for record in reversed(self._chain(tuple(namespace), key)):
+            if record.deleted_at is None and _valid_at(record, at):
+                return _item(record)
+        return None
+
+    def search(  # type: ignore[override]
+        self,
+        namespace_prefix: tuple[str, ...],
+        /,
+        *,
+        query: str | None = None,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool | None = None,
+        as_of: Any = None,
+    ) -> list[SearchItem]:
+        """LangGraph's search; with ``as_of`` (and a ``query``), over the values the
+        items had at that instant."""
+        if as_of is None:
+            return super().search(
+                namespace_prefix, query=query, filter=filter, limit=limit, offset=offset,
+                refresh_ttl=refresh_ttl,
+            )  # fmt: skip
+        op = SearchOp(tuple(namespace_prefix), filter, limit, offset, query)
+        return self._search(op, as_of=parse_instant(as_of, "as_of"))
+
+    def history(self, namespace: tuple[str, ...], key: str) -> list[Item]:
+        """Every value ever put under the key, oldest first (deleted ones included:
+        a delete is a soft delete), each with the time it was put as ``updated_at``."""
+        return [_item(record) for record in self._chain(tuple(namespace), key)]
+
+    async def aget(  # type: ignore[override]
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        *,
+        refresh_ttl: bool | None = None,
+        as_of: Any = None,
+    ) -> Item | None:
+        if as_of is None:
+            return await super().aget(namespace, key, refresh_ttl=refresh_ttl)
+        return await asyncio.to_thread(self.get, namespace, key, as_of=as_of)
+
+    async def asearch(  # type: ignore[override]
+        self,
+        namespace_prefix: tuple[str, ...],
+        /,
+        *,
+        query: str | None = None,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool | None = None,
+        as_of: Any = None,
+    ) -> list[SearchItem]:
+        if as_of is None:
+            return await super().asearch(
+                namespace_prefix, query=query, filter=filter, limit=limit, offset=offset,
+                refresh_ttl=refresh_ttl,
+            )  # fmt: skip
+        return await asyncio.to_thread(
+            self.search, namespace_prefix, query=query, filter=filter, limit=limit,
+            offset=offset, as_of=as_of,
+        )  # fmt: skip
+
+    # -- reads ------------------------------------------------------------------------
+
+    def _head(self, namespace: tuple[str, ...], key: str) -> Record | None:
+        """The item's head record in any state (a deleted item's head is a tombstone)."""
+        try:
+            return self.memory.get(self.namespace, m.head_id(namespace, key))
+        except NotFound:
+            return None
+
+    def _get(self, namespace: tuple[str, ...], key: str) -> Item | None:
+        head = self._head(tuple(namespace), key)
+        if head is None or head.deleted_at is not None:
+            return None
+        return _item(head)
+
+    def _chain(self, namespace: tuple[str, ...], key: str) -> list[Record]:
+        head = self._head(namespace, key)
+        if head is None:
+            return []
+        tails = [*json.loads(head.metadata.get(PREVIOUS, "[]")), head.metadata[m.CURRENT]]
+        records: list[Record] = []
+        for tail in tails:
+            records.extend(self.memory.history(self.namespace, tail))
+        return records
+
+    def _heads(self, scope: dict[str, str], predicates: list[dict[str, Any]]) -> list[Record]:
+        """Every live head in scope: a lexical search for the word they all hold."""
+        result = self.memory.search(
+            self.namespace, m.HEAD_WORD, ranking="lexical", kind=m.HEAD_KIND, filter=scope,
+            predicates=predicates, top_k=MAX_COUNT, include_payload=True,
+        )  # fmt: skip
+        return [hit.record for hit in result.hits]
+
+    def _search(self, op: SearchOp, *, as_of: int | None = None) -> list[SearchItem]:
+        prefix = {m.label_field(i): label for i, label in enumerate(op.namespace_prefix)}
+        exact, predicates = m.filter_scope(op.filter)
+        scope = {**prefix, **exact}
+        if op.query is None:
+            if as_of is not None:
+                raise InvalidInput("as_of needs a query: the past is searched, not listed")
+            heads = sorted(self._heads(scope, predicates), key=_newest_first)
+            return [_search_item(h, None) for h in heads[op.offset : op.offset + op.limit]]
+        options: dict[str, Any] = {} if as_of is None else {"as_of": format_instant(as_of)}
+        wanted = op.offset + op.limit
+        found = self.memory.search(
+            self.namespace, op.query, kind=m.VALUE_KIND, filter={**scope, m.INDEXED: "true"},
+            predicates=predicates, top_k=max(wanted, 1), include_payload=True, **options,
+        )  # fmt: skip
+        items = [_search_item(hit.record, hit.score) for hit in found.hits[op.offset : wanted]]
+        if len(items) < op.limit and as_of is None:
+            # As LangGraph's own stores do: items with nothing indexed follow the ranked
+            # ones, without a score, when the page has room.
+            unranked = sorted(
+                self._heads({**scope, m.INDEXED: "false"}, predicates), key=_newest_first
+            )
+            items += [_search_item(h, None) for h in unranked[: op.limit - len(items)]]
+        return items
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        conditions = op.match_conditions or ()
+        scope: dict[str, str] = {}
+        for condition in conditions:
+            if condition.match_type == "prefix":
+                scope.update(
+                    {m.label_field(i): str(label) for i, label in enumerate(condition.path)
+                     if label != "*"}
+                )  # fmt: skip
+        found = {tuple(json.loads(head.metadata[m.NS])) for head in self._heads(scope, [])}
+        listed = [
+            ns
+            for ns in found
+            if all(m.matches(ns, c.path, c.match_type == "suffix") for c in conditions)
+        ]
+        if op.max_depth is not None:
+            listed = list({ns[: op.max_depth] for ns in listed})
+        return sorted(listed)[op.offset : op.offset + op.limit]
+
+    # -- writes -----------------------------------------------------------------------
+
+    def _apply_puts(self, puts: Sequence[PutOp]) -> None:
+        records: list[dict[str, Any]] = []
+        deletes: list[str] = []
+        now = to_us(datetime.now(UTC))
+        for op in puts:
+            if op.ttl is not None:
+                raise NotImplementedError("MemstrataStore does not support TTL (supports_ttl)")
+            namespace = tuple(op.namespace)
+            head = self._head(namespace, op.key)
+            live = head is not None and head.deleted_at is None
+            if op.value is None:
+                if live:
+                    assert head is not None
+                    deletes += [head.metadata[m.CURRENT], head.id]
+                continue
+            records += self._put_records(namespace, op, head if live else None, head, now)
+        if records:
+            self.memory.upsert(self.namespace, records)
+        for record_id in deletes:
+            self.memory.delete(self.namespace, record_id)
+
+    def _put_records(
+        self,
+        namespace: tuple[str, ...],
+        op: PutOp,
+        live: Record | None,
+        tombstone: Record | None,
+        now: int,
+    ) -> list[dict[str, Any]]:
+        """The value record (superseding the current one) and the head's next version."""
+        value = op.value
+        if not isinstance(value, Mapping):
+            raise InvalidInput(f"value must be a JSON object (a dict), got {type(value).__name__}")
+        try:
+            payload = json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        except (TypeError, ValueError) as error:
+            raise InvalidInput(f"value must be JSON-serialisable: {error}") from None
+        texts = self._texts(value, op.index)
+        since = now
+        previous: list[str] = []
+        if live is not None:
+            # a chain's validities must increase, even for two puts in one microsecond
+            since = max(now, parse_instant(live.metadata[SINCE], SINCE) + 1)
+        elif tombstone is not None:
+            previous = [*json.loads(tombstone.metadata.get(PREVIOUS, "[]"))]
+            previous.append(tombstone.metadata[m.CURRENT])
+        created = live.metadata[m.CREATED] if live is not None else format_instant(since)
+        metadata = {
+            **m.value_metadata(value),
+            **m.namespace_metadata(namespace, op.key),
+            m.INDEXED: "true" if texts else "false",
+            m.CREATED: created,
+            SINCE: format_instant(since),
+        }
+        value_id = new_id()
+        value_record: dict[str, Any] = {
+            "id": value_id,
+            "kind": m.VALUE_KIND,
+            "key": m.item_key(namespace, op.key),
+            # unindexed values still need text; they are kept out of the ranked search
+            "content": "\n".join(texts) if texts else payload.decode("utf-8"),
+            "payload": payload,
+            "metadata": metadata,
+            "valid_from": format_instant(since),
+        }
+        if live is not None:
+            value_record["supersedes"] = [live.metadata[m.CURRENT]]
+        head_metadata = {**metadata, m.CURRENT: value_id}
+        if previous:
+            head_metadata[PREVIOUS] = json.dumps(previous)
+        head_record = {
+            "id": m.head_id(namespace, op.key),
+            "kind": m.HEAD_KIND,
+            "content": m.HEAD_WORD,
+            "payload": payload,
+            "metadata": head_metadata,
+        }
+        return [value_record, head_record]
+
+    def _texts(self, value: Mapping[str, Any], index: Any) -> list[str]:
+        """The text of the value that is searched: the store's fields, or the put's."""
+        if index is False:
+            return []
+        paths = self.fields if index is None else _paths(index)
+        texts: list[str] = []
+        for path in paths:
+            texts += [text for text in get_text_at_path(dict(value), path) if text.strip()]
+        return texts
+
+
+def _index_fields(index: IndexConfig | None) -> list[Any]:
+    config: Mapping[str, Any] = index or {}
+    unknown = sorted(set(config) - {"fields", "dims"})
+    if "embed" in unknown:
+        raise InvalidInput(
+            "index.embed is memstrata's embedder here: open memstrata with it "
+            "(memstrata.open(..., embedder=memstrata.langgraph.LangChainEmbedder(embeddings, "
+            "dims))) and give the store only index.fields"
+        )
+    if unknown:
+        raise InvalidInput(f"index takes fields (and dims); {', '.join(unknown)} is not known")
+    return _paths(config.get("fields") or ["$"])
+
+
+def _paths(fields: Sequence[str]) -> list[Any]:
+    """LangGraph's field paths as ``get_text_at_path`` takes them (``"$"``: the whole
+    value as JSON)."""
+    return ["$" if path == "$" else tokenize_path(path) for path in fields]
+
+
+def _valid_at(record: Record, at: int) -> bool:
+    assert record.valid_from is not None
+    started = to_us(record.valid_from) <= at
+    return started and (record.valid_to is None or to_us(record.valid_to) > at)
+
+
+def _stamp(record: Record, field: str) -> datetime:
+    return from_us(parse_instant(record.metadata[field], field))
+
+
+def _newest_first(head: Record) -> tuple[int, str]:
+    return (-parse_instant(head.metadata[SINCE], SINCE), head.id)
+
+
+def _value(record: Record) -> dict[str, Any]:
+    assert record.payload is not None, "the store's records always carry their value"
+    value: dict[str, Any] = json.loads(record.payload)
+    return value
+
+
+def _item(record: Record) -> Item:
+    return Item(
+        value=_value(record),
+        key=record.metadata[m.KEY],
+        namespace=tuple(json.loads(record.metadata[m.NS])),
+        created_at=_stamp(record, m.CREATED),
+        updated_at=_stamp(record, SINCE),
+    )
+
+
+def _search_item(record: Record, score: float | None) -> SearchItem:
+    return SearchItem(
+        namespace=tuple(json.loads(record.metadata[m.NS])),
+        key=record.metadata[m.KEY],
+        value=_value(record),
+        created_at=_stamp(record, m.CREATED),
+        updated_at=_stamp(record, SINCE),
+        score=score,
+    )
