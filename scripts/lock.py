@@ -30,7 +30,7 @@ from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "requirements" / "test.lock"
-EXTRAS = ("dev", "local", "postgres")
+EXTRAS = ("dev", "langgraph", "local", "postgres")
 FINGERPRINT = "# pyproject-dependencies-sha256: "
 
 

@@ -8,9 +8,9 @@ from importlib.metadata import version
 from pathlib import Path
 
 UPSTREAM = Path(__file__).parent / "upstream"
-VERSION = "4.2.0"
+VERSION = "4.3.2"
 SHA256 = {
-    "test_store.py": "578dfd5a9479638de4812d0efec9b9c0b19ce7b0f231317060428b75d40cfdce",
+    "test_store.py": "85482080747ad6de4310a60c294a0ba706653424705b3a855658073e51477bf1",
     "embed_test_utils.py": "810a06654e754cfba60346e38ec50b2f156b5a26e89229680625052d3af9e96e",
     "LICENSE": "d9bb52f2e3540d60ff50d8f0f5b6ba649b7fd346948c4c3d086c8afb120763c7",
 }

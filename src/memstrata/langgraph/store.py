@@ -29,7 +29,7 @@ from langgraph.store.base import (
 )
 from langgraph.store.base.embed import get_text_at_path, tokenize_path
 
-from memstrata.domain.errors import InvalidInput, NotFound
+from memstrata.domain.errors import InvalidInput, NotFound, PolicyLimit
 from memstrata.domain.ids import new_id
 from memstrata.domain.records import Record, UpsertResult, validate_namespace
 from memstrata.domain.search import SearchResult
@@ -60,7 +60,12 @@ class MemstrataStore(BaseStore):
     paths whose text is searched, default the whole value); the vectors are the memstrata
     namespace's own embedder's, so ``search(query=…)`` is memstrata's hybrid ranking.
     Beyond ``BaseStore``: :meth:`history` of a key, and ``as_of`` on :meth:`get` and
-    :meth:`search` (the store as it was at a past instant)."""
+    :meth:`search` (the store as it was at a past instant).
+
+    A listing (``list_namespaces``, ``search`` without a query) is one memstrata search
+    of up to ``scan_limit`` records; a scope that holds that many is refused with
+    :class:`~memstrata.PolicyLimit`, never cut short. Against a server, give its
+    ``max_top_k`` (1000 by default)."""
 
     supports_ttl = False
 
@@ -70,7 +75,11 @@ class MemstrataStore(BaseStore):
         *,
         namespace: str = "langgraph",
         index: IndexConfig | None = None,
+        scan_limit: int = MAX_COUNT,
     ) -> None:
+        if isinstance(scan_limit, bool) or not isinstance(scan_limit, int) or scan_limit < 2:
+            raise InvalidInput(f"scan_limit must be an integer of 2 or more, got {scan_limit!r}")
+        self.scan_limit = scan_limit
         self.memory = memory
         self.namespace = validate_namespace(namespace)
         self.fields = _index_fields(index)
@@ -211,8 +220,14 @@ class MemstrataStore(BaseStore):
         """Every live head in scope: a lexical search for the word they all hold."""
         result = self.memory.search(
             self.namespace, m.HEAD_WORD, ranking="lexical", kind=m.HEAD_KIND, filter=scope,
-            predicates=predicates, top_k=MAX_COUNT, include_payload=True,
+            predicates=predicates, top_k=self.scan_limit, include_payload=True,
         )  # fmt: skip
+        if len(result.hits) >= self.scan_limit:
+            raise PolicyLimit(
+                f"the listing's scope holds {self.scan_limit} items or more (scan_limit); "
+                "narrow the namespace prefix or filter, or raise scan_limit (and the "
+                "server's max_top_k)"
+            )
         return [hit.record for hit in result.hits]
 
     def _search(self, op: SearchOp, *, as_of: int | None = None) -> list[SearchItem]:
