@@ -5,8 +5,8 @@ and through ``memstrata.Client`` against a real ``memstrata serve``."""
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypedDict
 

@@ -75,7 +75,9 @@ def encode_scalar(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
-def leaves(value: Mapping[str, Any], path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+def leaves(
+    value: Mapping[str, Any], path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], Any]]:
     """Every filterable field of a value: the scalars and lists, nested objects walked."""
     for name, inner in value.items():
         here = (*path, str(name))
@@ -159,5 +161,5 @@ def matches(namespace: tuple[str, ...], path: Sequence[str], suffix: bool) -> bo
     """LangGraph's prefix/suffix rule for one namespace (``"*"`` matches any label)."""
     if len(namespace) < len(path):
         return False
-    pairs = zip(reversed(namespace), reversed(path)) if suffix else zip(namespace, path)
-    return all(want == "*" or have == want for have, want in pairs)
+    labels = namespace[len(namespace) - len(path) :] if suffix else namespace[: len(path)]
+    return all(want == "*" or have == want for have, want in zip(labels, path, strict=True))

@@ -113,7 +113,7 @@ class MemstrataStore(BaseStore):
 
     # -- what memstrata adds ------------------------------------------------------------
 
-    def get(  # type: ignore[override]
+    def get(
         self,
         namespace: tuple[str, ...],
         key: str,
@@ -130,7 +130,7 @@ class MemstrataStore(BaseStore):
                 return _item(record)
         return None
 
-    def search(  # type: ignore[override]
+    def search(
         self,
         namespace_prefix: tuple[str, ...],
         /,
@@ -157,7 +157,7 @@ class MemstrataStore(BaseStore):
         a delete is a soft delete), each with the time it was put as ``updated_at``."""
         return [_item(record) for record in self._chain(tuple(namespace), key)]
 
-    async def aget(  # type: ignore[override]
+    async def aget(
         self,
         namespace: tuple[str, ...],
         key: str,
@@ -169,7 +169,7 @@ class MemstrataStore(BaseStore):
             return await super().aget(namespace, key, refresh_ttl=refresh_ttl)
         return await asyncio.to_thread(self.get, namespace, key, as_of=as_of)
 
-    async def asearch(  # type: ignore[override]
+    async def asearch(
         self,
         namespace_prefix: tuple[str, ...],
         /,
