@@ -4,6 +4,7 @@ listings, filtered searches and gets agree exactly, on both backends."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from typing import Any
 
@@ -146,3 +147,26 @@ def test_a_value_must_be_json(memory: memstrata.Memory) -> None:
     with pytest.raises(memstrata.InvalidInput, match="JSON"):
         store.put(("a",), "k", {"when": object()})
     assert store.get(("a",), "k") is None
+
+
+def test_concurrent_puts_of_one_key_keep_every_value(memory: memstrata.Memory) -> None:
+    store = MemstrataStore(memory)
+
+    def writer(name: str) -> None:
+        for n in range(8):
+            store.put(("shared",), "counter", {"by": name, "n": n})
+
+    threads = [threading.Thread(target=writer, args=(name,)) for name in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    history = [item.value for item in store.history(("shared",), "counter")]
+    # one chain: memstrata refuses a fork, the loser re-reads and supersedes the winner
+    # (each refusal is one put of the other writer, so 8 at most: under PUT_ATTEMPTS)
+    assert sorted((v["by"], v["n"]) for v in history) == sorted(
+        (name, n) for name in ("a", "b") for n in range(8)
+    )
+    current = store.get(("shared",), "counter")
+    assert current is not None and current.value == history[-1]
+    assert [i.key for i in store.search(("shared",))] == ["counter"]

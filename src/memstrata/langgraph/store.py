@@ -29,7 +29,7 @@ from langgraph.store.base import (
 )
 from langgraph.store.base.embed import get_text_at_path, tokenize_path
 
-from memstrata.domain.errors import InvalidInput, NotFound, PolicyLimit
+from memstrata.domain.errors import InvalidInput, NotFound, PolicyLimit, WriteConflict
 from memstrata.domain.ids import new_id
 from memstrata.domain.records import Record, UpsertResult, validate_namespace
 from memstrata.domain.search import SearchResult
@@ -39,6 +39,7 @@ from memstrata.langgraph import mapping as m
 
 SINCE = "lg.since"  # on both kinds: when the current value was put (its valid_from)
 PREVIOUS = "lg.previous"  # on a head: the last value ids of the item's deleted chains
+PUT_ATTEMPTS = 10
 
 
 class MemoryLike(Protocol):
@@ -277,12 +278,25 @@ class MemstrataStore(BaseStore):
     # -- writes -----------------------------------------------------------------------
 
     def _apply_puts(self, puts: Sequence[PutOp]) -> None:
+        for op in puts:
+            if op.ttl is not None:
+                raise NotImplementedError("MemstrataStore does not support TTL (supports_ttl)")
+        for attempt in range(PUT_ATTEMPTS):
+            try:
+                self._write_puts(puts)
+                return
+            except WriteConflict:
+                # another writer put one of these keys between our read of its head and
+                # our write (memstrata refused a second current value or a forked chain,
+                # and wrote nothing): read again, so the last put wins, as in LangGraph
+                if attempt == PUT_ATTEMPTS - 1:
+                    raise
+
+    def _write_puts(self, puts: Sequence[PutOp]) -> None:
         records: list[dict[str, Any]] = []
         deletes: list[str] = []
         now = to_us(datetime.now(UTC))
         for op in puts:
-            if op.ttl is not None:
-                raise NotImplementedError("MemstrataStore does not support TTL (supports_ttl)")
             namespace = tuple(op.namespace)
             head = self._head(namespace, op.key)
             live = head is not None and head.deleted_at is None
@@ -294,7 +308,7 @@ class MemstrataStore(BaseStore):
             records += self._put_records(namespace, op, head if live else None, head, now)
         if records:
             self.memory.upsert(self.namespace, records)
-        for record_id in deletes:
+        for record_id in deletes:  # a soft delete of a tombstone is a no-op
             self.memory.delete(self.namespace, record_id)
 
     def _put_records(
