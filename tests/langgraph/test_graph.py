@@ -73,9 +73,9 @@ def run_conversation(memory: Any, namespace: str, store: MemstrataStore) -> None
         "Ada drives a red car",
         "Ada sold the red car and drives a blue car",
     ]
-    then = store.search(("users", "ada"), query="car", as_of=between)
+    then = store.search_as_of(("users", "ada"), between, query="car")
     assert [hit.value["text"] for hit in then] == ["Ada drives a red car"]
-    past = store.get(("users", "ada", "facts"), "car", as_of=between)
+    past = store.get_as_of(("users", "ada", "facts"), "car", between)
     assert past is not None and past.value["text"] == "Ada drives a red car"
     assert sorted(store.list_namespaces(prefix=("users",))) == [
         ("users", "ada", "facts"),

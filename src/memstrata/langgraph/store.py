@@ -60,8 +60,8 @@ class MemstrataStore(BaseStore):
     tuple namespaces live inside it). ``index`` takes LangGraph's ``fields`` (the JSON
     paths whose text is searched, default the whole value); the vectors are the memstrata
     namespace's own embedder's, so ``search(query=…)`` is memstrata's hybrid ranking.
-    Beyond ``BaseStore``: :meth:`history` of a key, and ``as_of`` on :meth:`get` and
-    :meth:`search` (the store as it was at a past instant).
+    Beyond ``BaseStore``: :meth:`history` of a key, :meth:`get_as_of` and
+    :meth:`search_as_of` (the store as it was at a past instant).
 
     A listing (``list_namespaces``, ``search`` without a query) is one memstrata search
     of up to ``scan_limit`` records; a scope that holds that many is refused with
@@ -114,83 +114,35 @@ class MemstrataStore(BaseStore):
 
     # -- what memstrata adds ------------------------------------------------------------
 
-    def get(
-        self,
-        namespace: tuple[str, ...],
-        key: str,
-        *,
-        refresh_ttl: bool | None = None,
-        as_of: Any = None,
-    ) -> Item | None:
-        """The item, or None; with ``as_of``, the value it had at that instant."""
-        if as_of is None:
-            return super().get(namespace, key, refresh_ttl=refresh_ttl)
+    def history(self, namespace: tuple[str, ...], key: str) -> list[Item]:
+        """Every value ever put under the key, oldest first (deleted ones included:
+        a delete is a soft delete), each with the time it was put as ``updated_at``."""
+        return [_item(record) for record in self._chain(tuple(namespace), key)]
+
+    def get_as_of(self, namespace: tuple[str, ...], key: str, as_of: Any) -> Item | None:
+        """The value the item had at ``as_of`` (an RFC 3339 instant, a date or a
+        datetime), or None if it had none then."""
         at = parse_instant(as_of, "as_of")
         for record in reversed(self._chain(tuple(namespace), key)):
             if record.deleted_at is None and _valid_at(record, at):
                 return _item(record)
         return None
 
-    def search(
+    def search_as_of(
         self,
         namespace_prefix: tuple[str, ...],
-        /,
+        as_of: Any,
         *,
-        query: str | None = None,
+        query: str,
         filter: dict[str, Any] | None = None,
         limit: int = 10,
         offset: int = 0,
-        refresh_ttl: bool | None = None,
-        as_of: Any = None,
     ) -> list[SearchItem]:
-        """LangGraph's search; with ``as_of`` (and a ``query``), over the values the
-        items had at that instant."""
-        if as_of is None:
-            return super().search(
-                namespace_prefix, query=query, filter=filter, limit=limit, offset=offset,
-                refresh_ttl=refresh_ttl,
-            )  # fmt: skip
-        op = SearchOp(tuple(namespace_prefix), filter, limit, offset, query)
+        """``search(query=…)`` over the values the items had at ``as_of``."""
+        op = SearchOp(
+            tuple(namespace_prefix), filter=filter, limit=limit, offset=offset, query=query
+        )
         return self._search(op, as_of=parse_instant(as_of, "as_of"))
-
-    def history(self, namespace: tuple[str, ...], key: str) -> list[Item]:
-        """Every value ever put under the key, oldest first (deleted ones included:
-        a delete is a soft delete), each with the time it was put as ``updated_at``."""
-        return [_item(record) for record in self._chain(tuple(namespace), key)]
-
-    async def aget(
-        self,
-        namespace: tuple[str, ...],
-        key: str,
-        *,
-        refresh_ttl: bool | None = None,
-        as_of: Any = None,
-    ) -> Item | None:
-        if as_of is None:
-            return await super().aget(namespace, key, refresh_ttl=refresh_ttl)
-        return await asyncio.to_thread(self.get, namespace, key, as_of=as_of)
-
-    async def asearch(
-        self,
-        namespace_prefix: tuple[str, ...],
-        /,
-        *,
-        query: str | None = None,
-        filter: dict[str, Any] | None = None,
-        limit: int = 10,
-        offset: int = 0,
-        refresh_ttl: bool | None = None,
-        as_of: Any = None,
-    ) -> list[SearchItem]:
-        if as_of is None:
-            return await super().asearch(
-                namespace_prefix, query=query, filter=filter, limit=limit, offset=offset,
-                refresh_ttl=refresh_ttl,
-            )  # fmt: skip
-        return await asyncio.to_thread(
-            self.search, namespace_prefix, query=query, filter=filter, limit=limit,
-            offset=offset, as_of=as_of,
-        )  # fmt: skip
 
     # -- reads ------------------------------------------------------------------------
 
@@ -236,8 +188,6 @@ class MemstrataStore(BaseStore):
         exact, predicates = m.filter_scope(op.filter)
         scope = {**prefix, **exact}
         if op.query is None:
-            if as_of is not None:
-                raise InvalidInput("as_of needs a query: the past is searched, not listed")
             heads = sorted(self._heads(scope, predicates), key=_newest_first)
             return [_search_item(h, None) for h in heads[op.offset : op.offset + op.limit]]
         options: dict[str, Any] = {} if as_of is None else {"as_of": format_instant(as_of)}
