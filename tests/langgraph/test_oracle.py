@@ -170,3 +170,23 @@ def test_concurrent_puts_of_one_key_keep_every_value(memory: memstrata.Memory) -
     current = store.get(("shared",), "counter")
     assert current is not None and current.value == history[-1]
     assert [i.key for i in store.search(("shared",))] == ["counter"]
+
+
+def test_index_dims_must_be_memstratas(memory: memstrata.Memory) -> None:
+    dims = memory.embedder_id("langgraph").rsplit(":", 1)[-1]
+    MemstrataStore(memory, index={"dims": int(dims), "fields": ["text"]})
+    with pytest.raises(memstrata.InvalidInput, match=r"index\.dims"):
+        MemstrataStore(memory, index={"dims": int(dims) + 1})
+
+
+def test_long_keys_and_labels(memory: memstrata.Memory) -> None:
+    store = MemstrataStore(memory)
+    namespace, key = ("users", "x" * 2000), "k" * 3000
+    store.put(namespace, key, {"text": "a long one"})
+    store.put(namespace, key, {"text": "a long one, revised"})
+    assert store.get(namespace, key).value == {"text": "a long one, revised"}  # type: ignore[union-attr]
+    assert [i.value["text"] for i in store.history(namespace, key)] == [
+        "a long one",
+        "a long one, revised",
+    ]
+    assert store.list_namespaces(prefix=("users",)) == [namespace]

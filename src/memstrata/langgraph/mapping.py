@@ -46,16 +46,30 @@ def value_field(path: Sequence[str]) -> str:
     return "v" + json.dumps(list(path), ensure_ascii=False, separators=(",", ":"))
 
 
+MAX_READABLE_KEY = 200
+
+
+def _item_json(namespace: tuple[str, ...], key: str) -> str:
+    return json.dumps([list(namespace), key], ensure_ascii=False, separators=(",", ":"))
+
+
+def _digest(namespace: tuple[str, ...], key: str) -> str:
+    return hashlib.sha256(_item_json(namespace, key).encode("utf-8")).hexdigest()
+
+
 def item_key(namespace: tuple[str, ...], key: str) -> str:
     """The memstrata ``key`` of an item (unique among current live records, so the
-    store itself refuses two current values for one item)."""
-    return json.dumps([list(namespace), key], ensure_ascii=False, separators=(",", ":"))
+    store itself refuses two current values for one item): the item as JSON, readable
+    in memstrata's tools, or its digest when that is long (keys are indexed)."""
+    readable = _item_json(namespace, key)
+    if len(readable) <= MAX_READABLE_KEY:
+        return readable
+    return f"lg:{_digest(namespace, key)}"
 
 
 def head_id(namespace: tuple[str, ...], key: str) -> str:
     """The head record's id: derived from the item, so ``get`` is one read by id."""
-    digest = hashlib.sha256(item_key(namespace, key).encode("utf-8")).hexdigest()
-    return f"lgh-{digest[:48]}"
+    return f"lgh-{_digest(namespace, key)[:48]}"
 
 
 def encode_scalar(value: Any) -> str:

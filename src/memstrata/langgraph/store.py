@@ -50,6 +50,7 @@ class MemoryLike(Protocol):
     def get(self, namespace: str, id: str, version: int | None = None) -> Record: ...
     def history(self, namespace: str, id: str) -> list[Record]: ...
     def delete(self, namespace: str, id: str, hard: bool = False) -> None: ...
+    def embedder_id(self, namespace: str) -> str: ...
 
 
 class MemstrataStore(BaseStore):
@@ -84,6 +85,8 @@ class MemstrataStore(BaseStore):
         self.memory = memory
         self.namespace = validate_namespace(namespace)
         self.fields = _index_fields(index)
+        if index and "dims" in index:
+            _check_dims(index["dims"], memory.embedder_id(self.namespace))
 
     # -- BaseStore ------------------------------------------------------------------
 
@@ -348,6 +351,17 @@ def _paths(fields: Sequence[str]) -> list[Any]:
     """LangGraph's field paths as ``get_text_at_path`` takes them (``"$"``: the whole
     value as JSON)."""
     return ["$" if path == "$" else tokenize_path(path) for path in fields]
+
+
+def _check_dims(dims: Any, embedder_id: str) -> None:
+    """``index.dims``, when given, must be what memstrata's embedder makes."""
+    made = embedder_id.rsplit(":", 1)[-1]
+    if str(dims) != made:
+        raise InvalidInput(
+            f"index.dims is {dims!r} but the memstrata namespace's embedder is {embedder_id!r}; "
+            "drop dims (the store uses memstrata's embedder) or open memstrata with a "
+            "matching one"
+        )
 
 
 def _valid_at(record: Record, at: int) -> bool:
