@@ -112,8 +112,20 @@ def hybrid_top(
 # -- the floor: float32, precomputed scope ---------------------------------------------
 
 
+#: Below this share of the rows, gathering them first is cheaper than scoring all.
+GATHER_SHARE = 0.25
+
+
 def floor_semantic(x: np.ndarray, rows: np.ndarray, query: np.ndarray, k: int) -> np.ndarray:
-    scores = x[rows] @ query
+    """The top k of ``rows`` by dot product, the cheapest honest way: every row is one
+    contiguous matvec; a narrow scope gathers its rows first; a wide one scores the
+    whole matrix in one pass and picks its rows (cheaper than copying most of it)."""
+    if rows.shape[0] == x.shape[0]:
+        scores = x @ query  # rows is every row, in order
+    elif rows.shape[0] < GATHER_SHARE * x.shape[0]:
+        scores = x[rows] @ query
+    else:
+        scores = (x @ query)[rows]
     if scores.shape[0] > k:
         best = np.argpartition(scores, -k)[-k:]
         return rows[best[np.argsort(-scores[best])]]

@@ -52,6 +52,7 @@ class Model:
     deleted: bool = False
     superseded_by: str | None = None
     version: int = 1
+    verified: bool = False
 
 
 def number(text: str) -> float | None:
@@ -97,11 +98,15 @@ class TemporalMachine(RuleBasedStateMachine):
         super().__init__()
         target, self.cleanup = pg.fresh_target(self.backend)
         self.memory = memstrata.open(target, embedder="hash", background_jobs=False)
+        # A second handle on the same store writes now and then: the first one's
+        # in-process copies (SQLite's vector matrix and scope columns) must see it.
+        self.other = memstrata.open(target, embedder="hash", background_jobs=False)
         self.model: dict[str, Model] = {}
         self.counter = 0
 
     def teardown(self) -> None:
         self.memory.close()
+        self.other.close()
         self.cleanup()
 
     @initialize(batch=st.lists(record_fields, min_size=4, max_size=14))
@@ -160,10 +165,10 @@ class TemporalMachine(RuleBasedStateMachine):
 
     # -- rules ----------------------------------------------------------------
 
-    @rule(f=record_fields)
-    def create(self, f: dict) -> None:
+    @rule(f=record_fields, through_other=st.booleans())
+    def create(self, f: dict, through_other: bool) -> None:
         write = self.as_write(self.next_id(), f)
-        result = self.memory.upsert("ns", [write])
+        result = (self.other if through_other else self.memory).upsert("ns", [write])
         assert result.versions == [1]
         self.model[write["id"]] = self.as_model(write, f)
 
@@ -230,10 +235,21 @@ class TemporalMachine(RuleBasedStateMachine):
             record.version += 1
 
     @precondition(lambda self: self.model)
-    @rule(data=st.data(), hard=st.booleans())
-    def delete(self, data: st.DataObject, hard: bool) -> None:
+    @rule(data=st.data())
+    def verify(self, data: st.DataObject) -> None:
+        """Raises trust, through the other handle."""
         record = self.model[data.draw(st.sampled_from(sorted(self.model)))]
-        self.memory.delete("ns", record.id, hard=hard)
+        version = self.other.verify("ns", record.id, reviewer="oracle")
+        if not record.verified:
+            record.verified = True
+            record.version += 1
+        assert version == record.version
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data(), hard=st.booleans(), through_other=st.booleans())
+    def delete(self, data: st.DataObject, hard: bool, through_other: bool) -> None:
+        record = self.model[data.draw(st.sampled_from(sorted(self.model)))]
+        (self.other if through_other else self.memory).delete("ns", record.id, hard=hard)
         if hard:
             del self.model[record.id]
         elif not record.deleted:
@@ -285,6 +301,7 @@ class TemporalMachine(RuleBasedStateMachine):
         mode=st.sampled_from(["current", "historical", "as_of", "between"]),
         tag=sometimes(st.sampled_from(TAGS)),
         kind=sometimes(st.sampled_from(["note", "fact"])),
+        verified=sometimes(st.just(True)),
         room=sometimes(st.sampled_from(ROOMS)),
         predicate=sometimes(
             st.tuples(
@@ -294,7 +311,7 @@ class TemporalMachine(RuleBasedStateMachine):
             )
         ),
     )
-    def search(self, data, word, ranking, mode, tag, kind, room, predicate) -> None:  # type: ignore[no-untyped-def]
+    def search(self, data, word, ranking, mode, tag, kind, verified, room, predicate) -> None:  # type: ignore[no-untyped-def]
         """Lexical: the records holding ``word``; semantic: every in-scope record (each
         has a vector and top_k exceeds the scope). Either way, exactly the scope."""
         day = st.integers(-2, 50)
@@ -322,6 +339,8 @@ class TemporalMachine(RuleBasedStateMachine):
             options["tags"] = [tag]
         if kind:
             options["kind"] = kind
+        if verified:
+            options["min_trust"] = "verified"
         if room:
             options["filter"] = {"room": room}
         if predicate:
@@ -349,6 +368,8 @@ class TemporalMachine(RuleBasedStateMachine):
             if tag and tag not in m.tags:
                 return False
             if kind and m.kind != kind:
+                return False
+            if verified and not m.verified:
                 return False
             if room and m.meta.get("room") != room:
                 return False

@@ -24,6 +24,7 @@ from memstrata.store.sql.rows import COLUMNS, ROW_FIELDS, best, hits, prefixed
 from memstrata.store.sql.scope import scope_clause, scope_rowids
 from memstrata.store.sqlite.connection import Database, translated
 from memstrata.store.sqlite.migrations import apply_migrations
+from memstrata.store.sqlite.scope_cache import ScopeCache
 from memstrata.store.sqlite.vectors import VectorCache, top_k
 
 _INSERT = (
@@ -56,6 +57,7 @@ class SqliteDialect(Dialect):
         self.path = path
         self.db: Database = Database(path)
         self._vectors = VectorCache()
+        self._scopes = ScopeCache()
         with translated(path):
             apply_migrations(self.db.conn(), now_us())
 
@@ -153,7 +155,11 @@ class SqliteDialect(Dialect):
         request: SearchRequest,
         window: Window | None,
     ) -> np.ndarray:
-        """The rowids of every record in the search's scope, as one numpy array."""
+        """The rowids of every record in the search's scope, as one numpy array: from
+        the in-memory scope copy where it can decide the scope, else from SQL."""
+        cached = self._scopes.in_scope(conn, namespace, request, window)
+        if cached is not None:
+            return cached
         select, params = scope_rowids(self, namespace, request, window)
         # One text value instead of a row per record: handing thousands of rows to
         # Python costs more than finding them.

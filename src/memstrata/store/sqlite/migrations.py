@@ -280,6 +280,27 @@ def m005_graph_evidence(conn: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m006_scope_log(conn: sqlite3.Connection) -> None:
+    """A change sequence of records: every insert, update and delete of a record row
+    appends its rowid, so a process's in-memory copy of the scope columns
+    (:mod:`memstrata.store.sqlite.scope_cache`) can catch up on exactly what changed.
+    Tags and metadata change only with their record's row (``Writes.save``). Rows are
+    only appended: ``seq`` (max + 1) then never goes back."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE scope_log (seq INTEGER PRIMARY KEY, record INTEGER NOT NULL);
+        CREATE TRIGGER records_scope_insert AFTER INSERT ON records
+            BEGIN INSERT INTO scope_log (record) VALUES (NEW.rowid); END;
+        CREATE TRIGGER records_scope_update AFTER UPDATE ON records
+            BEGIN INSERT INTO scope_log (record) VALUES (NEW.rowid); END;
+        CREATE TRIGGER records_scope_delete AFTER DELETE ON records
+            BEGIN INSERT INTO scope_log (record) VALUES (OLD.rowid); END;
+        """,
+    )
+
+
 def apply_migrations(conn: sqlite3.Connection, now: int) -> list[str]:
     """Applies what is missing, each in its own transaction. Returns the names applied."""
 

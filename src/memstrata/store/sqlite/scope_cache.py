@@ -1,0 +1,357 @@
+"""The vector lane's scope on SQLite, decided in memory: a columnar copy of the scope
+columns of every record, per namespace, with inverted lists for tags and metadata.
+
+Scoring the in-scope vectors costs a gather and a matvec; deciding which rows are in
+scope by SQL cost several times that (a row per record handed from the engine). So each
+process keeps, like the vector matrix (:mod:`memstrata.store.sqlite.vectors`), a
+read-through copy of the columns a scope tests — validity, tombstone, creation time,
+trust, kind — and of the tag and metadata rows, refreshed inside the search's own read
+transaction from ``scope_log`` (a trigger appends a record's rowid on every insert,
+update and delete of its row). The database stays the only truth: the copy is rebuilt
+from the file on a process's first search and after any large change.
+
+A search this copy cannot answer (a key, or any request field it does not know, such
+as a record-time option) is answered by the SQL scope (:func:`scope_rowids`) instead.
+The rules are the SQL scope's, written here over arrays; the temporal oracle test
+(tests/store/test_temporal_oracle.py) checks both against one brute-force model.
+"""
+
+from __future__ import annotations
+
+import operator
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from memstrata.domain.search import NUMERIC_OPS, Op, Predicate, SearchRequest
+from memstrata.domain.time import Window
+from memstrata.store.sql.dialect import chunks
+
+#: Request fields the copy answers; a request setting any other falls back to SQL.
+SERVED = frozenset(
+    {
+        "query", "query_vector", "top_k", "ranking", "candidate_k", "kind", "tags",
+        "filter", "predicates", "created_after", "created_before", "min_trust", "as_of",
+        "between", "include_historical", "expand", "ids_only", "include_payload",
+        "include_vector", "require_complete",
+    }
+)  # fmt: skip
+_OPEN = np.iinfo(np.int64).max  # a NULL valid_to: open-ended
+_COMPARE: dict[str, Callable[[Any, Any], Any]] = {
+    "=": operator.eq, ">": operator.gt, "<": operator.lt, ">=": operator.ge, "<=": operator.le,
+}  # fmt: skip
+_NUMERIC = {Op.GT: operator.gt, Op.GTE: operator.ge, Op.LT: operator.lt, Op.LTE: operator.le}
+_COLUMNS = "rowid, namespace, valid_from, valid_to, deleted_at, created_at, trust, kind"
+_RELOAD_SHARE = 4  # more changes than 1/4 of the copy: reload it whole (one scan)
+
+
+def served(request: SearchRequest) -> bool:
+    """Whether the copy can decide this request's scope: no key, and no option it does
+    not know set to anything but its empty default."""
+    return request.key is None and not any(
+        getattr(request, name) for name in request.model_fields_set - SERVED
+    )
+
+
+class _Posting:
+    """The positions (within one namespace) of the records holding a tag or a metadata
+    pair, with their numbers where the value is one; an array view built on demand."""
+
+    def __init__(self) -> None:
+        self.members: dict[int, float | None] = {}
+        self._array: np.ndarray | None = None
+        self._numbers: np.ndarray | None = None
+
+    def add(self, position: int, number: float | None) -> None:
+        self.members[position] = number
+        self._array = None
+
+    def remove(self, position: int) -> None:
+        self.members.pop(position, None)
+        self._array = None
+
+    def array(self) -> np.ndarray:
+        if self._array is None:
+            self._array = np.fromiter(self.members, np.int64, len(self.members))
+            numbers = (np.nan if n is None else n for n in self.members.values())
+            self._numbers = np.fromiter(numbers, np.float64, len(self.members))
+        return self._array
+
+    def numbers(self) -> np.ndarray:
+        self.array()
+        assert self._numbers is not None
+        return self._numbers
+
+
+class _Tenant:
+    """One namespace's records as columns, position = order of first appearance."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        size = 64
+        self.rowid = np.zeros(size, np.int64)
+        self.valid_from = np.zeros(size, np.int64)
+        self.valid_to = np.zeros(size, np.int64)
+        self.created_at = np.zeros(size, np.int64)
+        self.live = np.zeros(size, bool)  # not tombstoned
+        self.present = np.zeros(size, bool)  # not hard-deleted
+        self.codes: dict[str, dict[str, int]] = {"trust": {}, "kind": {}}
+        self.trust = np.zeros(size, np.int32)
+        self.kind = np.zeros(size, np.int32)
+        self.tags: dict[str, _Posting] = {}
+        self.meta: dict[tuple[str, str], _Posting] = {}
+        self.values: dict[str, set[str]] = {}  # metadata key -> every value seen
+        self.held: dict[int, tuple[list[str], list[tuple[str, str]]]] = {}
+
+    _ARRAYS = ("rowid", "valid_from", "valid_to", "created_at", "live", "present",
+               "trust", "kind")  # fmt: skip
+
+    def grow(self, need: int) -> None:
+        size = self.rowid.shape[0]
+        if need <= size:
+            return
+        size = max(need, 2 * size)
+        for name in self._ARRAYS:
+            old = getattr(self, name)
+            new = np.zeros(size, old.dtype)
+            new[: self.count] = old[: self.count]
+            setattr(self, name, new)
+
+    def code(self, column: str, text: str) -> int:
+        table = self.codes[column]
+        return table.setdefault(text, len(table))
+
+    def column(self, name: str) -> np.ndarray | None:
+        found = getattr(self, name, None) if name in self._ARRAYS else None
+        return found[: self.count] if found is not None else None
+
+    def set_row(self, position: int, row: Sequence[Any]) -> None:
+        _, _, valid_from, valid_to, deleted_at, created_at, trust, kind = row
+        self.valid_from[position] = valid_from
+        self.valid_to[position] = _OPEN if valid_to is None else valid_to
+        self.created_at[position] = created_at
+        self.live[position] = deleted_at is None
+        self.present[position] = True
+        self.trust[position] = self.code("trust", trust)
+        self.kind[position] = self.code("kind", kind)
+
+    def forget_members(self, position: int) -> None:
+        tags, pairs = self.held.pop(position, ([], []))
+        for tag in tags:
+            self.tags[tag].remove(position)
+        for pair in pairs:
+            self.meta[pair].remove(position)
+
+    def add_members(
+        self, position: int, tags: list[str], pairs: list[tuple[str, str, float | None]]
+    ) -> None:
+        for tag in tags:
+            self.tags.setdefault(tag, _Posting()).add(position, None)
+        for key, value, number in pairs:
+            self.meta.setdefault((key, value), _Posting()).add(position, number)
+            self.values.setdefault(key, set()).add(value)
+        if tags or pairs:
+            self.held[position] = (tags, [(key, value) for key, value, _ in pairs])
+
+    # -- the scope ------------------------------------------------------------------
+
+    def _pair(self, key: str, value: str) -> np.ndarray:
+        posting = self.meta.get((key, value))
+        return posting.array() if posting is not None else np.zeros(0, np.int64)
+
+    def _pairs(self, key: str, keep: Callable[[str], bool]) -> np.ndarray:
+        parts = [self._pair(key, value) for value in self.values.get(key, ()) if keep(value)]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    def _predicate(self, predicate: Predicate) -> np.ndarray:
+        key, values = predicate.key, predicate.values
+        if predicate.op in NUMERIC_OPS:
+            bound, compare = predicate.number(), _NUMERIC[predicate.op]
+            parts = []
+            for value in self.values.get(key, ()):
+                posting = self.meta[(key, value)]
+                array = posting.array()
+                if array.shape[0]:
+                    # NaN (no number) compares false, as SQL's NULL does
+                    parts.append(array[compare(posting.numbers(), bound)])
+            return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        if predicate.op == Op.EQ:
+            return self._pair(key, values[0])
+        if predicate.op == Op.NEQ:
+            return self._pairs(key, lambda value: value != values[0])
+        wanted = set(values)
+        return self._pairs(key, lambda value: value in wanted)
+
+    def positions(self, request: SearchRequest, window: Window | None) -> np.ndarray | None:
+        """Positions of the records in scope, or None when a term is not one this copy
+        holds (the caller then asks SQL)."""
+        lists = [
+            *(self.tags[t].array() if t in self.tags else np.zeros(0, np.int64)
+              for t in request.tags),
+            *(self._pair(key, value) for key, value in request.filter.items()),
+            *(self._predicate(p) for p in request.predicates),
+        ]  # fmt: skip
+        candidates: np.ndarray | None = None
+        if lists:
+            lists.sort(key=len)
+            candidates = lists[0]
+            for other in lists[1:]:
+                if candidates.shape[0] == 0:
+                    break
+                marks = np.zeros(self.count, bool)
+                marks[other] = True
+                candidates = candidates[marks[candidates]]
+
+        def col(name: str) -> np.ndarray:
+            column = self.column(name)
+            assert column is not None
+            return column if candidates is None else column[candidates]
+
+        keep = col("present").copy()
+        if window is not None:
+            keep &= col("live")
+            keep &= col("valid_from") < window.end
+            keep &= col("valid_to") > window.start
+        for column, op, value in request.record_terms():
+            if column not in ("kind", "trust", "created_at"):
+                return None
+            if column in self.codes:
+                code = self.codes[column].get(value)
+                if code is None:
+                    return np.zeros(0, np.int64)
+                value = code
+            keep &= _COMPARE[op](col(column), value)
+        chosen = np.flatnonzero(keep)
+        return chosen if candidates is None else candidates[chosen]
+
+
+class ScopeCache:
+    """Per-process columnar copies of every namespace's scope, kept in step with the
+    file through ``scope_log``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self.seq = -1  # nothing loaded
+        self.tenants: dict[str, _Tenant] = {}
+        self.names: list[str] = []
+        self.index: dict[str, int] = {}
+        self.tenant_of = np.full(1024, -1, np.int32)  # rowid -> namespace index
+        self.position_of = np.full(1024, -1, np.int64)  # rowid -> position in it
+        self.size = 0
+
+    def in_scope(
+        self,
+        conn: sqlite3.Connection,
+        namespace: str,
+        request: SearchRequest,
+        window: Window | None,
+    ) -> np.ndarray | None:
+        """The rowids of every record in the search's scope, or None when this copy
+        cannot decide it (the caller asks SQL). Call inside the search's read."""
+        if not served(request):
+            return None
+        with self._lock:
+            self._refresh(conn)
+            tenant = self.tenants.get(namespace)
+            if tenant is None:
+                return np.zeros(0, np.int64)
+            positions = tenant.positions(request, window)
+            return None if positions is None else tenant.rowid[positions]
+
+    # -- refresh ----------------------------------------------------------------------
+
+    def _refresh(self, conn: sqlite3.Connection) -> None:
+        changes, top = conn.execute(
+            "SELECT count(*), max(seq) FROM scope_log WHERE seq > ?", (self.seq,)
+        ).fetchone()
+        if self.seq >= 0 and not changes:
+            return
+        if self.seq < 0 or changes * _RELOAD_SHARE > self.size:
+            self._reset()
+            self._apply(conn, None)
+        else:
+            rowids = sorted(
+                {row[0] for row in conn.execute(
+                    "SELECT record FROM scope_log WHERE seq > ?", (self.seq,))}
+            )  # fmt: skip
+            for chunk in chunks(rowids, 500):
+                self._apply(conn, chunk)
+        self.seq = top or 0
+
+    def _apply(self, conn: sqlite3.Connection, rowids: Sequence[int] | None) -> None:
+        """Loads the scope rows of ``rowids`` (None: of every record) from the file."""
+        if rowids is None:
+            where, params = "", []
+        else:
+            where = f" WHERE {{c}} IN ({', '.join('?' for _ in rowids)})"
+            params = list(rowids)
+        rows = conn.execute(f"SELECT {_COLUMNS} FROM records{where.format(c='rowid')}", params)
+        members: dict[int, tuple[list[str], list[tuple[str, str, float | None]]]] = {}
+        for record, tag in conn.execute(
+            f"SELECT record, tag FROM record_tags{where.format(c='record')}", params
+        ):
+            members.setdefault(record, ([], []))[0].append(tag)
+        for record, key, value, number in conn.execute(
+            f"SELECT record, key, value, num FROM record_meta{where.format(c='record')}", params
+        ):
+            members.setdefault(record, ([], []))[1].append((key, value, number))
+        seen = self._put(rows, members)
+        if rowids is not None:
+            self._drop(set(rowids) - seen)
+
+    def _slot(self, rowid: int, namespace: str) -> tuple[_Tenant, int]:
+        if rowid >= self.tenant_of.shape[0]:
+            size = max(rowid + 1, 2 * self.tenant_of.shape[0])
+            for name, fill in (("tenant_of", -1), ("position_of", -1)):
+                old = getattr(self, name)
+                new = np.full(size, fill, old.dtype)
+                new[: old.shape[0]] = old
+                setattr(self, name, new)
+        if self.tenant_of[rowid] >= 0:
+            tenant = self.tenants[self.names[self.tenant_of[rowid]]]
+            return tenant, int(self.position_of[rowid])
+        tenant = self.tenants.get(namespace)
+        if tenant is None:
+            tenant = self.tenants[namespace] = _Tenant()
+            self.index[namespace] = len(self.names)
+            self.names.append(namespace)
+        position = tenant.count
+        tenant.grow(position + 1)
+        tenant.count += 1
+        tenant.rowid[position] = rowid
+        self.tenant_of[rowid] = self.index[namespace]
+        self.position_of[rowid] = position
+        self.size += 1
+        return tenant, position
+
+    def _put(
+        self,
+        rows: Iterable[Sequence[Any]],
+        members: dict[int, tuple[list[str], list[tuple[str, str, float | None]]]],
+    ) -> set[int]:
+        seen = set()
+        for row in rows:
+            rowid = row[0]
+            seen.add(rowid)
+            tenant, position = self._slot(rowid, row[1])
+            tenant.set_row(position, row)
+            tenant.forget_members(position)
+            tags, pairs = members.get(rowid, ([], []))
+            tenant.add_members(position, tags, pairs)
+        return seen
+
+    def _drop(self, rowids: Iterable[int]) -> None:
+        """Records no longer in the file (hard-deleted): never in scope again (a rowid
+        is never reused)."""
+        for rowid in rowids:
+            if rowid < self.tenant_of.shape[0] and self.tenant_of[rowid] >= 0:
+                tenant = self.tenants[self.names[self.tenant_of[rowid]]]
+                position = int(self.position_of[rowid])
+                tenant.present[position] = False
+                tenant.forget_members(position)
