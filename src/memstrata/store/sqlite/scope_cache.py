@@ -46,6 +46,7 @@ _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
 _NUMERIC = {Op.GT: operator.gt, Op.GTE: operator.ge, Op.LT: operator.lt, Op.LTE: operator.le}
 _COLUMNS = "rowid, namespace, valid_from, valid_to, deleted_at, created_at, trust, kind"
 _RELOAD_SHARE = 4  # more changes than 1/4 of the copy: reload it whole (one scan)
+_CHUNK = 65536
 
 
 def served(request: SearchRequest) -> bool:
@@ -274,7 +275,7 @@ class ScopeCache:
             return
         if self.seq < 0 or changes * _RELOAD_SHARE > self.size:
             self._reset()
-            self._apply(conn, None)
+            self._load(conn)
         else:
             rowids = sorted(
                 {row[0] for row in conn.execute(
@@ -284,50 +285,91 @@ class ScopeCache:
                 self._apply(conn, chunk)
         self.seq = top or 0
 
-    def _apply(self, conn: sqlite3.Connection, rowids: Sequence[int] | None) -> None:
-        """Loads the scope rows of ``rowids`` (None: of every record) from the file."""
-        if rowids is None:
-            where, params = "", []
-        else:
-            where = f" WHERE {{c}} IN ({', '.join('?' for _ in rowids)})"
-            params = list(rowids)
-        rows = conn.execute(f"SELECT {_COLUMNS} FROM records{where.format(c='rowid')}", params)
+    def _members(
+        self, conn: sqlite3.Connection, where: str, params: list[Any]
+    ) -> dict[int, tuple[list[str], list[tuple[str, str, float | None]]]]:
         members: dict[int, tuple[list[str], list[tuple[str, str, float | None]]]] = {}
-        for record, tag in conn.execute(
-            f"SELECT record, tag FROM record_tags{where.format(c='record')}", params
-        ):
+        for record, tag in conn.execute(f"SELECT record, tag FROM record_tags{where}", params):
             members.setdefault(record, ([], []))[0].append(tag)
         for record, key, value, number in conn.execute(
-            f"SELECT record, key, value, num FROM record_meta{where.format(c='record')}", params
+            f"SELECT record, key, value, num FROM record_meta{where}", params
         ):
             members.setdefault(record, ([], []))[1].append((key, value, number))
-        seen = self._put(rows, members)
-        if rowids is not None:
-            self._drop(set(rowids) - seen)
+        return members
 
-    def _slot(self, rowid: int, namespace: str) -> tuple[_Tenant, int]:
-        if rowid >= self.tenant_of.shape[0]:
-            size = max(rowid + 1, 2 * self.tenant_of.shape[0])
-            for name, fill in (("tenant_of", -1), ("position_of", -1)):
+    def _apply(self, conn: sqlite3.Connection, rowids: Sequence[int]) -> None:
+        """Loads the scope rows of ``rowids`` from the file; those gone are dropped."""
+        marks = ", ".join("?" for _ in rowids)
+        rows = conn.execute(f"SELECT {_COLUMNS} FROM records WHERE rowid IN ({marks})", rowids)
+        seen = self._put(rows, self._members(conn, f" WHERE record IN ({marks})", list(rowids)))
+        self._drop(set(rowids) - seen)
+
+    def _load(self, conn: sqlite3.Connection) -> None:
+        """Loads every record: the columns in bulk, a chunk of rows at a time."""
+        cursor = conn.execute(f"SELECT {_COLUMNS} FROM records")
+        while rows := cursor.fetchmany(_CHUNK):
+            n = len(rows)
+            rowid = np.fromiter((r[0] for r in rows), np.int64, n)
+            spaces = np.fromiter((self._namespace(r[1]) for r in rows), np.int32, n)
+            columns = {
+                "rowid": rowid,
+                "valid_from": np.fromiter((r[2] for r in rows), np.int64, n),
+                "valid_to": np.fromiter((_OPEN if r[3] is None else r[3] for r in rows),
+                                        np.int64, n),
+                "live": np.fromiter((r[4] is None for r in rows), bool, n),
+                "created_at": np.fromiter((r[5] for r in rows), np.int64, n),
+                "present": np.ones(n, bool),
+            }  # fmt: skip
+            for index in np.unique(spaces):
+                tenant = self.tenants[self.names[index]]
+                chosen = np.flatnonzero(spaces == index)
+                start = tenant.count
+                tenant.grow(start + chosen.shape[0])
+                tenant.count += chosen.shape[0]
+                stop = tenant.count
+                for name, values in columns.items():
+                    getattr(tenant, name)[start:stop] = values[chosen]
+                for name, at in (("trust", 6), ("kind", 7)):
+                    getattr(tenant, name)[start:stop] = [
+                        tenant.code(name, rows[i][at]) for i in chosen
+                    ]
+                self._place(rowid[chosen], index, np.arange(start, stop))
+        for record, (tags, pairs) in self._members(conn, "", []).items():
+            tenant = self.tenants[self.names[self.tenant_of[record]]]
+            tenant.add_members(int(self.position_of[record]), tags, pairs)
+
+    def _namespace(self, name: str) -> int:
+        index = self.index.get(name)
+        if index is None:
+            index = self.index[name] = len(self.names)
+            self.names.append(name)
+            self.tenants[name] = _Tenant()
+        return index
+
+    def _place(self, rowids: np.ndarray, tenant: int, positions: np.ndarray) -> None:
+        top = int(rowids.max()) if rowids.shape[0] else 0
+        if top >= self.tenant_of.shape[0]:
+            size = max(top + 1, 2 * self.tenant_of.shape[0])
+            for name in ("tenant_of", "position_of"):
                 old = getattr(self, name)
-                new = np.full(size, fill, old.dtype)
+                new = np.full(size, -1, old.dtype)
                 new[: old.shape[0]] = old
                 setattr(self, name, new)
-        if self.tenant_of[rowid] >= 0:
+        self.tenant_of[rowids] = tenant
+        self.position_of[rowids] = positions
+        self.size += rowids.shape[0]
+
+    def _slot(self, rowid: int, namespace: str) -> tuple[_Tenant, int]:
+        if rowid < self.tenant_of.shape[0] and self.tenant_of[rowid] >= 0:
             tenant = self.tenants[self.names[self.tenant_of[rowid]]]
             return tenant, int(self.position_of[rowid])
-        tenant = self.tenants.get(namespace)
-        if tenant is None:
-            tenant = self.tenants[namespace] = _Tenant()
-            self.index[namespace] = len(self.names)
-            self.names.append(namespace)
+        index = self._namespace(namespace)
+        tenant = self.tenants[namespace]
         position = tenant.count
         tenant.grow(position + 1)
         tenant.count += 1
         tenant.rowid[position] = rowid
-        self.tenant_of[rowid] = self.index[namespace]
-        self.position_of[rowid] = position
-        self.size += 1
+        self._place(np.array([rowid]), index, np.array([position]))
         return tenant, position
 
     def _put(
