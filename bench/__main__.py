@@ -29,7 +29,15 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-from bench.common import RESULTS, locomo_path, log, machine, stamp, write_json  # noqa: E402
+from bench.common import (  # noqa: E402
+    RESULTS,
+    locomo_path,
+    log,
+    machine,
+    size_label,
+    stamp,
+    write_json,
+)
 
 SIZES: dict[str, dict[str, Any]] = {
     "smoke": {"speed": [2_000], "queries": 20, "conversations": 1, "subjects": 40},
@@ -42,12 +50,17 @@ SIZES: dict[str, dict[str, Any]] = {
         "conversations": None,
         "subjects": 500,
     },
+    # 1M records, memstrata and the floor (--only speed --engines none): ingest rate,
+    # bytes per record on disk, a fresh process's first search and resident memory
+    "1m": {
+        "speed": [1_000_000],
+        "queries": 20,
+        "queries_100k": 20,
+        "conversations": 1,
+        "subjects": 40,
+    },
 }
 PARTS = ("speed", "quality", "time")
-
-
-def size_label(size: int) -> str:
-    return f"{size // 1000}k" if size % 1000 == 0 else str(size)
 
 
 def run(args: argparse.Namespace) -> int:

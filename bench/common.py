@@ -65,3 +65,10 @@ def locomo_path() -> Path:
     if override:
         return Path(override).expanduser()
     return REPO.parent / "shared" / "data" / "locomo-dev.json"
+
+
+def size_label(size: int) -> str:
+    """10000 -> "10k", 1000000 -> "1m": how result files and tables name a size."""
+    if size % 1_000_000 == 0:
+        return f"{size // 1_000_000}m"
+    return f"{size // 1000}k" if size % 1000 == 0 else str(size)

@@ -31,10 +31,6 @@ def load(results: Path) -> dict[str, Any]:
     return found
 
 
-def size_label(size: int) -> str:
-    return f"{size // 1000}k" if size % 1000 == 0 else str(size)
-
-
 def fmt_ratio(value: float | None) -> str:
     if value is None:
         return "—"

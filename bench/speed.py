@@ -227,7 +227,7 @@ def run_speed(
             wall = time.perf_counter() - t
             timed = info["write_s"] + info["index_s"]
             ingest[engine.name] = {
-                **{k: round(v, 3) for k, v in info.items()},
+                **{k: round(v, 3) if isinstance(v, float) else v for k, v in info.items()},
                 "wall_s": round(wall, 3),
                 "records_per_s": round(size / timed, 1) if timed else None,
             }
