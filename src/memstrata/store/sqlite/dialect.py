@@ -157,7 +157,7 @@ class SqliteDialect(Dialect):
     ) -> np.ndarray:
         """The rowids of every record in the search's scope, as one numpy array: from
         the in-memory scope copy where it can decide the scope, else from SQL."""
-        cached = self._scopes.in_scope(conn, namespace, request, window)
+        cached = self._scopes.rowids(conn, namespace, request, window)
         if cached is not None:
             return cached
         select, params = scope_rowids(self, namespace, request, window)

@@ -246,12 +246,8 @@ class ScopeCache:
         self.position_of = np.full(1024, -1, np.int64)  # rowid -> position in it
         self.size = 0
 
-    def in_scope(
-        self,
-        conn: sqlite3.Connection,
-        namespace: str,
-        request: SearchRequest,
-        window: Window | None,
+    def rowids(
+        self, conn: sqlite3.Connection, namespace: str, request: SearchRequest, at: Window | None
     ) -> np.ndarray | None:
         """The rowids of every record in the search's scope, or None when this copy
         cannot decide it (the caller asks SQL). Call inside the search's read."""
@@ -262,7 +258,7 @@ class ScopeCache:
             tenant = self.tenants.get(namespace)
             if tenant is None:
                 return np.zeros(0, np.int64)
-            positions = tenant.positions(request, window)
+            positions = tenant.positions(request, at)
             return None if positions is None else tenant.rowid[positions]
 
     # -- refresh ----------------------------------------------------------------------
