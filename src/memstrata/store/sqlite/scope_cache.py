@@ -47,6 +47,10 @@ _NUMERIC = {Op.GT: operator.gt, Op.GTE: operator.ge, Op.LT: operator.lt, Op.LTE:
 _COLUMNS = "rowid, namespace, valid_from, valid_to, deleted_at, created_at, trust, kind"
 _RELOAD_SHARE = 4  # more changes than 1/4 of the copy: reload it whole (one scan)
 _CHUNK = 65536
+#: A metadata row as the copy keeps it: key, value and its number (None: not one).
+Pair = tuple[str, str, float | None]
+#: A record's tags and metadata rows.
+Members = tuple[list[str], list[Pair]]
 
 
 def served(request: SearchRequest) -> bool:
@@ -105,7 +109,7 @@ class _Tenant:
         self.tags: dict[str, _Posting] = {}
         self.meta: dict[tuple[str, str], _Posting] = {}
         self.values: dict[str, set[str]] = {}  # metadata key -> every value seen
-        self.held: dict[int, tuple[list[str], list[tuple[str, str]]]] = {}
+        self.held: dict[int, Members] = {}  # what each record is listed under
 
     _ARRAYS = ("rowid", "valid_from", "valid_to", "created_at", "live", "present",
                "trust", "kind")  # fmt: skip
@@ -143,19 +147,17 @@ class _Tenant:
         tags, pairs = self.held.pop(position, ([], []))
         for tag in tags:
             self.tags[tag].remove(position)
-        for pair in pairs:
-            self.meta[pair].remove(position)
+        for key, value, _ in pairs:
+            self.meta[(key, value)].remove(position)
 
-    def add_members(
-        self, position: int, tags: list[str], pairs: list[tuple[str, str, float | None]]
-    ) -> None:
+    def add_members(self, position: int, tags: list[str], pairs: list[Pair]) -> None:
         for tag in tags:
             self.tags.setdefault(tag, _Posting()).add(position, None)
         for key, value, number in pairs:
             self.meta.setdefault((key, value), _Posting()).add(position, number)
             self.values.setdefault(key, set()).add(value)
         if tags or pairs:
-            self.held[position] = (tags, [(key, value) for key, value, _ in pairs])
+            self.held[position] = (tags, pairs)
 
     # -- the scope ------------------------------------------------------------------
 
@@ -283,8 +285,8 @@ class ScopeCache:
 
     def _members(
         self, conn: sqlite3.Connection, where: str, params: list[Any]
-    ) -> dict[int, tuple[list[str], list[tuple[str, str, float | None]]]]:
-        members: dict[int, tuple[list[str], list[tuple[str, str, float | None]]]] = {}
+    ) -> dict[int, Members]:
+        members: dict[int, Members] = {}
         for record, tag in conn.execute(f"SELECT record, tag FROM record_tags{where}", params):
             members.setdefault(record, ([], []))[0].append(tag)
         for record, key, value, number in conn.execute(
@@ -371,7 +373,7 @@ class ScopeCache:
     def _put(
         self,
         rows: Iterable[Sequence[Any]],
-        members: dict[int, tuple[list[str], list[tuple[str, str, float | None]]]],
+        members: dict[int, Members],
     ) -> set[int]:
         seen = set()
         for row in rows:
