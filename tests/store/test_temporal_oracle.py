@@ -101,6 +101,9 @@ class TemporalMachine(RuleBasedStateMachine):
         # A second handle on the same store writes now and then: the first one's
         # in-process copies (SQLite's vector matrix and scope columns) must see it.
         self.other = memstrata.open(target, embedder="hash", background_jobs=False)
+        scopes = getattr(self.memory.service.store.dialect, "_scopes", None)
+        if scopes is not None:  # SQLite: the scope copy decides from the first search
+            scopes.warm_after = 1
         self.model: dict[str, Model] = {}
         self.counter = 0
 

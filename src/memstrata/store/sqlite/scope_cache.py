@@ -7,8 +7,10 @@ process keeps, like the vector matrix (:mod:`memstrata.store.sqlite.vectors`), a
 read-through copy of the columns a scope tests — validity, tombstone, creation time,
 trust, kind — and of the tag and metadata rows, refreshed inside the search's own read
 transaction from ``scope_log`` (a trigger appends a record's rowid on every insert,
-update and delete of its row). The database stays the only truth: the copy is rebuilt
-from the file on a process's first search and after any large change.
+update and delete of its row). The database stays the only truth: the copy is built
+from the file on a process's ``WARM_AFTER``-th search and rebuilt after any large
+change. Building it reads every record's scope rows, which costs more than one SQL
+scope: a process that searches once or twice (a CLI call) never builds it.
 
 A search this copy cannot answer (a key, or any request field it does not know, such
 as a record-time option) is answered by the SQL scope (:func:`scope_rowids`) instead.
@@ -47,6 +49,8 @@ _NUMERIC = {Op.GT: operator.gt, Op.GTE: operator.ge, Op.LT: operator.lt, Op.LTE:
 _COLUMNS = "rowid, namespace, valid_from, valid_to, deleted_at, created_at, trust, kind"
 _RELOAD_SHARE = 4  # more changes than 1/4 of the copy: reload it whole (one scan)
 _CHUNK = 65536
+#: The copy is built on a process's third search: one-shot processes keep the SQL scope.
+WARM_AFTER = 3
 #: A metadata row as the copy keeps it: key, value and its number (None: not one).
 Pair = tuple[str, str, float | None]
 #: A record's tags and metadata rows.
@@ -237,6 +241,8 @@ class ScopeCache:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._searches = 0
+        self.warm_after = WARM_AFTER  # tests set 1: the copy from the first search
         self._reset()
 
     def _reset(self) -> None:
@@ -256,6 +262,10 @@ class ScopeCache:
         if not served(request):
             return None
         with self._lock:
+            if self.seq < 0:
+                self._searches += 1
+                if self._searches < self.warm_after:
+                    return None
             self._refresh(conn)
             tenant = self.tenants.get(namespace)
             if tenant is None:
