@@ -1,10 +1,13 @@
 """Ground truth and the floor: exact answers computed in numpy, outside any engine.
 
 - semantic: float64 cosine over exactly the in-scope rows.
-- lexical: BM25 as SQLite FTS5 computes it (k1 = 1.2, b = 0.75; idf = ln((N - n + 0.5)
-  / (n + 0.5)), floored at 1e-6; N, n and the mean length over the whole table), for an
-  OR of the query's words, over the in-scope rows. Recall counts a hit as right when
-  its exact score reaches the 10th best (ties at the boundary are all right).
+- lexical: BM25 as memstrata defines it (``memstrata.store.sql.lexical``): the words
+  are memstrata's terms (English stop words dropped, Snowball stems; a made-up word can
+  be a stop word or share a stem with another), k1 = 1.2, b = 0.75, idf = ln(1 + (N - n
+  + 0.5) / (n + 0.5)), N, n and the mean length over the namespace (the whole table),
+  each term's part cut to a whole 1e-9, for an OR of the query's terms, over the
+  in-scope rows. Recall counts a hit as right when its exact score reaches the 10th
+  best (ties at the boundary are all right).
 - hybrid: RRF (k = 60) of the exact lexical and exact semantic top-50 of the scope.
 
 The floor is the same computation in float32 over the in-scope row indices, which are
@@ -13,47 +16,70 @@ precomputed: what a perfect engine that already knew the scope would spend.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy import sparse
 
-from bench.synth import VOCABULARY, SpeedData
+from bench.synth import SpeedData
+from memstrata.domain.words import DEFAULT_LANGUAGE, terms
 
 K1 = 1.2
 B = 0.75
+SCALE = 1e9
 RRF_K = 60
 LANE_DEPTH = 50
 
 
 class Bm25:
-    """FTS5's BM25 as a documents x words impact matrix (CSC, one column per word)."""
+    """memstrata's BM25 as a documents x terms impact matrix (CSC, one column per term).
+    Queries name vocabulary words; each maps to its term (or none, a stop word)."""
 
     def __init__(self, data: SpeedData) -> None:
-        rows = np.repeat(np.arange(data.size), [len(t) for t in data.terms])
-        cols = np.concatenate(data.terms)
+        stems: dict[str, int] = {}
+        term_of = np.full(len(data.words), -1, dtype=np.int64)
+        for index, word in enumerate(data.words):
+            found = terms(word, DEFAULT_LANGUAGE)
+            if found:
+                term_of[index] = stems.setdefault(found[0], len(stems))
+        self.term_of = term_of
+        counts = [term_of[t] for t in data.terms]
+        counts = [t[t >= 0] for t in counts]
+        rows = np.repeat(np.arange(data.size), [len(t) for t in counts])
+        cols = np.concatenate(counts)
         tf = sparse.csr_matrix(
-            (np.ones(cols.shape[0]), (rows, cols)), shape=(data.size, VOCABULARY)
+            (np.ones(cols.shape[0]), (rows, cols)), shape=(data.size, max(len(stems), 1))
         )
         tf.sum_duplicates()
         lengths = np.asarray(tf.sum(axis=1)).ravel()
-        mean_length = lengths.mean()
-        df = np.bincount(tf.indices, minlength=VOCABULARY)
+        per_length = K1 * B / (lengths.sum() / data.size)
+        df = np.bincount(tf.indices, minlength=tf.shape[1])
         n = data.size
-        idf = np.log((n - df + 0.5) / (df + 0.5))
-        idf[idf <= 0] = 1e-6
+        # per term in Python floats, as the store computes its parameters
+        weight = np.array(
+            [math.log(1.0 + (n - d + 0.5) / (d + 0.5)) * (K1 + 1) * SCALE for d in df.tolist()]
+        )
         coo = tf.tocoo()
-        norm = K1 * (1 - B + B * lengths[coo.row] / mean_length)
-        impact = idf[coo.col] * coo.data * (K1 + 1) / (coo.data + norm)
+        # whole numbers of 1/SCALE: their sums are exact, as the store's are
+        impact = np.trunc(
+            weight[coo.col] * coo.data / (coo.data + K1 * (1 - B) + per_length * lengths[coo.row])
+        )
         self.impacts = sparse.csc_matrix((impact, (coo.row, coo.col)), shape=tf.shape)
-        self.impacts32 = self.impacts.astype(np.float32)
+        self.impacts32 = (self.impacts / SCALE).astype(np.float32)
 
-    def scores(self, terms: list[int], rows: np.ndarray, *, exact: bool = True) -> np.ndarray:
+    def columns(self, words: list[int]) -> list[int]:
+        """The distinct terms of a query's vocabulary words."""
+        return list(dict.fromkeys(int(t) for t in self.term_of[words] if t >= 0))
+
+    def scores(self, words: list[int], rows: np.ndarray, *, exact: bool = True) -> np.ndarray:
         """Scores of ``rows`` (0 for rows matching no word)."""
-        matrix = self.impacts if exact else self.impacts32
-        summed = np.asarray(matrix[:, terms].sum(axis=1)).ravel()
-        return summed[rows]
+        if not exact:
+            return np.asarray(self.impacts32[:, self.columns(words)].sum(axis=1)).ravel()[rows]
+        summed = np.asarray(self.impacts[:, self.columns(words)].sum(axis=1)).ravel()
+        return summed[rows] / SCALE
 
-    def matches(self, terms: list[int], rows: np.ndarray) -> np.ndarray:
-        hit = np.asarray((self.impacts[:, terms] != 0).sum(axis=1)).ravel() > 0
+    def matches(self, words: list[int], rows: np.ndarray) -> np.ndarray:
+        hit = np.asarray((self.impacts[:, self.columns(words)] != 0).sum(axis=1)).ravel() > 0
         return hit[rows]
 
 

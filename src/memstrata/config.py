@@ -24,7 +24,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     InitSettingsSource,
@@ -35,6 +35,7 @@ from pydantic_settings import (
 from memstrata.domain.errors import InvalidInput
 from memstrata.domain.records import validate_namespace
 from memstrata.domain.validation import as_invalid_input
+from memstrata.domain.words import check_language
 from memstrata.embedding.binding import EmbedderSpec, build_embedder
 from memstrata.embedding.config import EmbedderConfig
 from memstrata.extraction.config import ExtractorConfig
@@ -136,6 +137,22 @@ class NamespaceSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     embedding: EmbeddingSettings | None = None
+    text_search: str | None = Field(
+        default=None,
+        description="The lexical lane's language: 'english' (the default: stop words "
+        "dropped, words stemmed) or 'simple' (words as written). A change re-indexes "
+        "the namespace when the store opens.",
+    )
+
+    @field_validator("text_search")
+    @classmethod
+    def _language(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return check_language(value, "the language")
+        except InvalidInput as error:
+            raise ValueError(error.message) from None
 
 
 class _TomlFile(InitSettingsSource):
@@ -266,4 +283,9 @@ def open_memory(settings: Settings, *, background_jobs: bool = True) -> Memory:
         background_jobs=background_jobs,
         policy=settings.policy.caps(),
         extractor=settings.extraction,
+        text_search={
+            name: ns.text_search
+            for name, ns in settings.namespaces.items()
+            if ns.text_search is not None
+        },
     )

@@ -244,6 +244,7 @@ def open_memory(
     policy: Policy | None = None,
     create: bool = True,
     extractor: ExtractorSpec = None,
+    text_search: Mapping[str, str] | None = None,
 ) -> Memory:
     """Opens (creating if needed) a memory store: a path, a ``sqlite:///`` URL or a
     ``postgresql://`` URL (PostgreSQL with pgvector ≥ 0.8; needs the postgres extra).
@@ -258,7 +259,10 @@ def open_memory(
     ``memstrata.not_found``, and nothing is created).
     ``extractor`` reads notes and mined records into the knowledge graph: ``"none"``
     (the default, or ``MEMSTRATA_EXTRACTOR``), ``"heuristic"``, ``"command"``,
-    ``"http"``, an extractor config (or its dict) or an ``Extractor``."""
+    ``"http"``, an extractor config (or its dict) or an ``Extractor``.
+    ``text_search`` binds namespaces to a text-search language for lexical search:
+    ``"english"`` (the default: stop words dropped, words stemmed) or ``"simple"``
+    (every word as written, lower-cased); changing it re-indexes the namespace."""
     default = build_embedder(embedder, cache_size)
     overrides = {ns: build_embedder(spec, cache_size) for ns, spec in (embedders or {}).items()}
     chosen, min_confidence = build_extractor(extractor)
@@ -267,6 +271,6 @@ def open_memory(
     return Memory(
         Service(
             opened, binding, background_jobs=background_jobs, policy=policy, extractor=chosen,
-            min_confidence=min_confidence,
+            min_confidence=min_confidence, text_search=text_search,
         )
     )  # fmt: skip

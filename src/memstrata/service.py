@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
@@ -45,6 +45,7 @@ from memstrata.domain.search import (
 )
 from memstrata.domain.time import now_us
 from memstrata.domain.vectors import MAX_INT64
+from memstrata.domain.words import check_language, query_terms
 from memstrata.embedding.base import Embedder
 from memstrata.embedding.binding import EmbedderBinding, check_dimensions
 from memstrata.extraction.base import Extractor
@@ -167,7 +168,11 @@ class Service(GraphMethods):
         policy: Policy | None = None,
         extractor: Extractor | None = None,
         min_confidence: float = DEFAULT_MIN_CONFIDENCE,
+        text_search: Mapping[str, str] | None = None,
     ) -> None:
+        """``text_search`` binds namespaces to a text-search language (SPEC §2;
+        :mod:`memstrata.domain.words`): a namespace indexed in another is re-indexed
+        now. Namespaces not named keep theirs (a new one: the default, English)."""
         self.store = store
         self.embedders = embedders or EmbedderBinding(None)
         self.policy = policy or Policy()
@@ -178,6 +183,8 @@ class Service(GraphMethods):
         self._assert_lock = threading.Lock()
         self.background: BackgroundEmbedder | None = None
         mark_interrupted(store)
+        for namespace, language in (text_search or {}).items():
+            store.set_text_search(validate_namespace(namespace), check_language(language))
         if background_jobs:
             self.background = BackgroundEmbedder(self._background_work)
             for namespace in store.namespaces():
@@ -577,14 +584,14 @@ class Service(GraphMethods):
         warnings: list[str] = []
         embedder = self.embedder_for(namespace)
         ranking, query_vector = self._plan(namespace, request, embedder, warnings)
-        if ranking == Ranking.LEXICAL and not query_words(request.query or ""):
-            warnings.append("query has no searchable words; nothing was matched")
         unembedded = 0
         lexical: list[tuple[Record, float]] = []
         semantic: list[tuple[Record, float]] = []
         depth = request.top_k if ranking != Ranking.HYBRID else self.policy.lane_depth(request)
         if ranking in (Ranking.LEXICAL, Ranking.HYBRID):
             lexical = self.store.lexical(namespace, request, window, depth)
+        if ranking == Ranking.LEXICAL and not lexical and not self._searchable(namespace, request):
+            warnings.append("query has no searchable words; nothing was matched")
         if ranking in (Ranking.SEMANTIC, Ranking.HYBRID):
             assert embedder is not None and query_vector is not None
             semantic, unembedded = self.store.semantic(
@@ -613,6 +620,11 @@ class Service(GraphMethods):
             hits=hits, ranking=ranking, unembedded=unembedded, warnings=warnings,
             ids_only=request.ids_only,
         )  # fmt: skip
+
+    def _searchable(self, namespace: str, request: SearchRequest) -> bool:
+        """Whether the query has a term the lexical lane could match (not only stop
+        words, in the namespace's language)."""
+        return bool(query_terms(request.query or "", self.store.text_search(namespace)))
 
     @staticmethod
     def _plan(

@@ -15,20 +15,16 @@ from typing import Any
 
 import psycopg
 
-#: The tables holding records and what derives from them, per backend. PostgreSQL
-#: keeps the full-text vector in ``records`` itself (SQLite: ``records_fts``).
-TABLES = {
-    "sqlite": [
-        "records", "record_versions", "record_tags", "record_meta", "records_fts", "vectors",
-        "ledger", "namespaces",
-    ],
-    "postgres": [
-        "records", "record_versions", "record_tags", "record_meta", "vectors", "ledger",
-        "namespaces",
-    ],
-}  # fmt: skip
+#: The tables holding records and what derives from them (the same on both backends).
+_TABLES = [
+    "records", "record_versions", "record_tags", "record_meta", "vectors", "ledger",
+    "namespaces", "lexical_postings", "lexical_terms", "lexical_stats",
+]  # fmt: skip
+TABLES = {"sqlite": _TABLES, "postgres": _TABLES}
 #: Tables that hold a record's own data, so must be empty after its hard delete.
-RECORD_TABLES = ["records", "record_versions", "record_tags", "record_meta", "vectors"]
+RECORD_TABLES = [
+    "records", "record_versions", "record_tags", "record_meta", "vectors", "lexical_postings",
+]
 
 
 def backend_of(target: str) -> str:
@@ -68,22 +64,15 @@ def execute(target: str, sql: str, params: tuple[Any, ...] = ()) -> None:
 
 
 def full_text_matches(target: str, word: str) -> int:
-    """How many rows of the full-text index hold ``word``."""
-    if backend_of(target) == "postgres":
-        with psycopg.connect(target) as conn:
-            row = conn.execute(
-                "SELECT count(*) FROM records WHERE tsv @@ to_tsquery('simple', %s)", (word,)
-            ).fetchone()
-    else:
-        conn = sqlite3.connect(target)
-        try:
-            row = conn.execute(
-                "SELECT count(*) FROM records_fts WHERE records_fts MATCH ?", (word,)
-            ).fetchone()
-        finally:
-            conn.close()
-    assert row is not None
-    return int(row[0])
+    """How many rows of the lexical index hold ``word`` (a term, as indexed)."""
+    return int(
+        scalar(
+            target,
+            "SELECT (SELECT count(*) FROM lexical_postings WHERE term = ?)"
+            " + (SELECT count(*) FROM lexical_terms WHERE term = ?)",
+            (word, word),
+        )
+    )
 
 
 GARBAGE = b"this is not a database, only some words\n" * 200

@@ -111,8 +111,17 @@ class Store(Protocol):
     def lexical(
         self, namespace: str, request: SearchRequest, window: Window | None, limit: int
     ) -> list[tuple[Record, float]]:
-        """The best ``limit`` in-scope records by full-text rank (higher is better,
-        ties by id)."""
+        """The best ``limit`` in-scope records by BM25 over content (higher is better,
+        ties by id), with the namespace's own statistics."""
+        ...
+
+    def text_search(self, namespace: str) -> str:
+        """The text-search language the namespace's records are indexed in."""
+        ...
+
+    def set_text_search(self, namespace: str, language: str) -> bool:
+        """Binds the namespace to a text-search language, re-indexing its records if
+        they were indexed in another (all or nothing). Returns whether it changed."""
         ...
 
     def semantic(

@@ -1,8 +1,6 @@
-"""The PostgreSQL dialect: tsvector + GIN for the lexical lane, pgvector (HNSW,
-iterative scans) for the vector lane, a connection pool, row locks and key claims.
-
-Scores differ from SQLite's in scale only: the lexical lane ranks with
-``ts_rank_cd`` where SQLite uses BM25 (higher is better on both, ties by id).
+"""The PostgreSQL dialect: pgvector (HNSW, iterative scans) for the vector lane, a
+connection pool, row locks and key claims. The lexical lane is the shared one
+(:mod:`memstrata.store.sql.lexical`): the same BM25 scores as on SQLite.
 
 Every statement names its namespace, which is what lets the tables distribute by
 namespace on Citus (docs/postgres.md). The one exception is ``store_vectors``: the
@@ -24,7 +22,7 @@ from pgvector.psycopg import register_vector
 from memstrata.domain.errors import InvalidInput
 from memstrata.domain.records import Record
 from memstrata.domain.time import now_us
-from memstrata.store.postgres import lexical, vectors
+from memstrata.store.postgres import vectors
 from memstrata.store.postgres.connection import Connection, Database, connect
 from memstrata.store.postgres.migrations import apply_migrations
 from memstrata.store.sql.dialect import Dialect, Lane
@@ -41,13 +39,12 @@ EXACT_LIMIT = 10_000
 # rowids are drawn from the identity's sequence up front (reserve_rowids), so an
 # insert needs no RETURNING and a whole batch is sent without waiting on each row
 _INSERT = (
-    f"INSERT INTO records (rowid, {', '.join(ROW_FIELDS)}, tsv) OVERRIDING SYSTEM VALUE "
-    f"VALUES (%(rowid)s, {', '.join('%(' + name + ')s' for name in ROW_FIELDS)},"
-    " %(tsv)s::tsvector)"
+    f"INSERT INTO records (rowid, {', '.join(ROW_FIELDS)}) OVERRIDING SYSTEM VALUE "
+    f"VALUES (%(rowid)s, {', '.join('%(' + name + ')s' for name in ROW_FIELDS)})"
 )
 _UPDATE = (
-    f"UPDATE records SET {', '.join(f'{name} = %({name})s' for name in ROW_FIELDS)}, "
-    "tsv = coalesce(%(tsv)s::tsvector, tsv) WHERE namespace = %(namespace)s AND rowid = %(rowid)s"
+    f"UPDATE records SET {', '.join(f'{name} = %({name})s' for name in ROW_FIELDS)} "
+    "WHERE namespace = %(namespace)s AND rowid = %(rowid)s"
 )
 
 
@@ -70,7 +67,7 @@ class FreshStatistics:
     loaded and searched within that minute would be planned as if its tables held
     one row each — nested loops that cost seconds at a few thousand rows."""
 
-    TABLES = "records, record_tags, record_meta, vectors"
+    TABLES = "records, record_tags, record_meta, vectors, lexical_postings, lexical_terms"
     FIRST = 500
     LAST = 2_000_000  # past this, autovacuum's own thresholds are what matter
 
@@ -130,6 +127,10 @@ class PostgresDialect(Dialect):
     def json_text(self, column: str, key: str) -> str:
         return f"({column}::jsonb ->> '{key}')"
 
+    def truncated(self, expression: str) -> str:
+        # a whole float8: sums of them are exact (below 2**53) in any order
+        return f"trunc({expression})"
+
     def records_join(self, alias: str, driver: str) -> str:
         return (
             f"JOIN records {alias} ON {alias}.namespace = {driver}.namespace"
@@ -152,21 +153,14 @@ class PostgresDialect(Dialect):
         ).fetchall()
         return [row[0] for row in rows]
 
-    def documents(self, contents: Sequence[str]) -> list[Any]:
-        return list(lexical.documents(contents))
-
-    def insert_record(
-        self, tx: Connection, rowid: int | None, values: dict[str, Any], document: Any
-    ) -> int:
+    def insert_record(self, tx: Connection, rowid: int | None, values: dict[str, Any]) -> int:
         if rowid is None:
             rowid = self.reserve_rowids(tx, 1)[0]
-        tx.execute(_INSERT, {**values, "rowid": rowid, "tsv": document})
+        tx.execute(_INSERT, {**values, "rowid": rowid})
         return rowid
 
-    def update_record(
-        self, tx: Connection, rowid: int, values: dict[str, Any], document: Any | None
-    ) -> None:
-        tx.execute(_UPDATE, {**values, "rowid": rowid, "tsv": document})
+    def update_record(self, tx: Connection, rowid: int, values: dict[str, Any]) -> None:
+        tx.execute(_UPDATE, {**values, "rowid": rowid})
 
     def store_vector(
         self, tx: Connection, namespace: str, rowid: int, embedder_id: str, unit: np.ndarray
@@ -199,21 +193,6 @@ class PostgresDialect(Dialect):
         self._statistics.wrote(self.db, rows)
 
     # -- lanes ----------------------------------------------------------------------
-
-    def lexical(self, lane: Lane) -> list[tuple[Record, float]]:
-        """ts_rank_cd over the content's tokens within the scope."""
-        namespace, request, window, limit = lane.namespace, lane.request, lane.window, lane.limit
-        match = lexical.query_literal(request.query or "")
-        if match is None:
-            return []
-        where, params = scope_clause(self, "r", namespace, request, window)
-        with self.db.connection() as conn:
-            rows = conn.execute(
-                f"SELECT {prefixed('r')}, ts_rank_cd(r.tsv, %s::tsquery) AS rank FROM records r"
-                f" WHERE r.tsv @@ %s::tsquery AND {where} ORDER BY rank DESC, r.id LIMIT %s",
-                [match, match, *params, limit],
-            ).fetchall()
-        return hits(rows, request, _last)
 
     def semantic(
         self, lane: Lane, embedder_id: str, query: np.ndarray

@@ -18,7 +18,7 @@ from psycopg import errors
 
 from memstrata.domain.errors import InvalidInput
 from memstrata.store.postgres.connection import Connection
-from memstrata.store.sql import migrate
+from memstrata.store.sql import lexical, migrate
 from memstrata.store.sql.migrate import Migration, run_script
 
 MIGRATIONS: list[tuple[str, Migration]] = []
@@ -261,6 +261,45 @@ def m004_graph_evidence(conn: Connection) -> None:
         ALTER TABLE extraction_markers ADD COLUMN content_hash text;
         """,
     )
+
+
+@migration
+def m005_lexical_postings(conn: Connection) -> None:
+    """The lexical lane's own tables (:mod:`memstrata.store.sql.lexical`) replace the
+    tsvector column and its GIN index: BM25 with each namespace's own statistics, the
+    same terms and scores as on SQLite. Every record is indexed here, in the
+    migrations' transaction. (``namespaces.text_search`` was never read: the language
+    now lives in ``lexical_stats``.)"""
+    run_script(
+        conn,
+        """
+        CREATE TABLE lexical_postings (
+            namespace  text COLLATE "C" NOT NULL,
+            term       text COLLATE "C" NOT NULL,
+            record     bigint NOT NULL,
+            tf         integer NOT NULL,
+            length     integer NOT NULL,
+            PRIMARY KEY (namespace, term, record) INCLUDE (tf, length)
+        );
+        CREATE INDEX lexical_postings_record ON lexical_postings (namespace, record);
+        CREATE TABLE lexical_terms (
+            namespace  text COLLATE "C" NOT NULL,
+            term       text COLLATE "C" NOT NULL,
+            df         integer NOT NULL,
+            PRIMARY KEY (namespace, term)
+        );
+        CREATE TABLE lexical_stats (
+            namespace  text COLLATE "C" PRIMARY KEY,
+            language   text NOT NULL,
+            documents  bigint NOT NULL,
+            length     bigint NOT NULL
+        );
+        DROP INDEX records_tsv;
+        ALTER TABLE records DROP COLUMN tsv;
+        ALTER TABLE namespaces DROP COLUMN text_search;
+        """,
+    )
+    lexical.index_all(conn)
 
 
 def _ensure_vector_extension(conn: Connection) -> None:

@@ -4,8 +4,8 @@ The store (:mod:`memstrata.store.sql.store`) and its writes, scope rendering,
 migration runner and row mapping are written once, with ``?`` placeholders. A
 dialect supplies the connection (``db``), the wording two engines spell apart
 (row locks, text equality, membership tests, the join that fixes a plan), the
-lexical lane, the vector lane, the rows a record's full text lives in, DDL, and
-the translation of its driver's errors into :class:`StorageUnavailable`.
+vector lane, DDL, and the translation of its driver's errors into
+:class:`StorageUnavailable`. The lexical lane is shared (:mod:`memstrata.store.sql.lexical`).
 
 A transaction (``Tx``) is whatever ``db`` hands out: an object with
 ``execute(sql, params)`` (returning a cursor: ``fetchone``, ``fetchall``,
@@ -97,6 +97,10 @@ class Dialect(ABC):
         """``column`` is one of ``values`` (any number of them)."""
         return f"{column} IN ({', '.join('?' for _ in values)})", list(values)
 
+    def truncated(self, expression: str) -> str:
+        """The float ``expression`` cut toward zero to a whole number."""
+        return f"CAST({expression} AS INTEGER)"
+
     def json_text(self, column: str, key: str) -> str:
         """The text value of the top-level ``key`` of the JSON object in ``column``
         (``key`` is a fixed name of the code, never input)."""
@@ -118,26 +122,14 @@ class Dialect(ABC):
         when the insert itself assigns one)."""
         return []
 
-    def documents(self, contents: Sequence[str]) -> list[Any]:
-        """Each content's full-text document, as :meth:`insert_record` takes it."""
-        return list(contents)
+    @abstractmethod
+    def insert_record(self, tx: Tx, rowid: int | None, values: dict[str, Any]) -> int:
+        """Inserts a records row (``values``: :func:`~memstrata.store.sql.rows.row_values`);
+        returns its rowid."""
 
     @abstractmethod
-    def insert_record(
-        self, tx: Tx, rowid: int | None, values: dict[str, Any], document: Any
-    ) -> int:
-        """Inserts a records row (``values``: :func:`~memstrata.store.sql.rows.row_values`)
-        with its full-text document; returns its rowid."""
-
-    @abstractmethod
-    def update_record(
-        self, tx: Tx, rowid: int, values: dict[str, Any], document: Any | None
-    ) -> None:
-        """Rewrites a records row; ``document`` is given only when the content changed."""
-
-    def forget_record(self, tx: Tx, rowid: int) -> None:  # noqa: B027 - a hook, not abstract
-        """Removes what of the record lives outside its row and its cascades, before
-        the row is deleted."""
+    def update_record(self, tx: Tx, rowid: int, values: dict[str, Any]) -> None:
+        """Rewrites a records row."""
 
     @abstractmethod
     def store_vector(
@@ -162,11 +154,6 @@ class Dialect(ABC):
     # -- lanes ----------------------------------------------------------------------
 
     @abstractmethod
-    def lexical(self, lane: Lane) -> list[tuple[Record, float]]:
-        """The full-text lane: the best ``limit`` in-scope records by the engine's text
-        rank (higher is better), ties by id."""
-
-    @abstractmethod
     def semantic(
         self, lane: Lane, embedder_id: str, query: np.ndarray
     ) -> tuple[list[tuple[Record, float]], int]:
@@ -183,10 +170,6 @@ class Dialect(ABC):
         """Builds the vector index of one dimension now, where the lane has one."""
 
     # -- maintenance ----------------------------------------------------------------
-
-    def purge_forgotten(self, tx: Tx) -> None:  # noqa: B027 - a hook, not abstract
-        """After hard deletes, in their transaction: drops what the engine still keeps
-        of the deleted rows (nothing to do where deleting a row removes it all)."""
 
     def scrub(self) -> None:  # noqa: B027 - a hook, not abstract
         """After a hard delete has committed: lets go of old images of its pages."""

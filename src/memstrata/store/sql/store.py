@@ -24,7 +24,7 @@ from memstrata.domain.records import Record
 from memstrata.domain.search import ExpireAction, ExpireRequest, SearchRequest
 from memstrata.domain.time import Window
 from memstrata.store.graph import Graph
-from memstrata.store.sql import expiry
+from memstrata.store.sql import expiry, lexical
 from memstrata.store.sql.dialect import Database, Dialect, Lane, Tx
 from memstrata.store.sql.maintenance import Finding, Read
 from memstrata.store.sql.rows import COLUMNS, record_from_row, record_from_snapshot
@@ -93,9 +93,14 @@ class SqlStore:
 
     def _write(self, namespace: str, now: int, actor: str, work: Any) -> Any:
         """Runs ``work(writes)`` in one write transaction of ``namespace``."""
-        return self.db.write(
-            lambda tx: work(Writes(self.dialect, tx, namespace, now=now, actor=actor))
-        )
+
+        def run(tx: Tx) -> Any:
+            writes = Writes(self.dialect, tx, namespace, now=now, actor=actor)
+            result = work(writes)
+            writes.flush()
+            return result
+
+        return self.db.write(run)
 
     # -- writes ---------------------------------------------------------------
 
@@ -127,11 +132,7 @@ class SqlStore:
             self._write(namespace, now, actor, lambda w: w.soft_delete(record_id))
             return
 
-        def work(writes: Writes) -> None:
-            writes.hard_delete(record_id)
-            self.dialect.purge_forgotten(writes.tx)
-
-        self._write(namespace, now, actor, work)
+        self._write(namespace, now, actor, lambda w: w.hard_delete(record_id))
         self.dialect.scrub()
 
     def verify(self, namespace: str, record_id: str, reviewer: str, *, now: int, actor: str) -> int:
@@ -155,10 +156,7 @@ class SqlStore:
 
         def work(writes: Writes) -> int:
             ids = [row[0] for row in writes.tx.execute(sql, params).fetchall()]
-            affected = expiry.apply(writes, ids, request.action)
-            if hard and affected:
-                self.dialect.purge_forgotten(writes.tx)
-            return affected
+            return expiry.apply(writes, ids, request.action)
 
         affected = int(self._write(namespace, now, actor, work))
         if hard and affected:
@@ -246,9 +244,21 @@ class SqlStore:
     def lexical(
         self, namespace: str, request: SearchRequest, window: Window | None, limit: int
     ) -> list[tuple[Record, float]]:
-        """The dialect's full-text lane within the scope; higher scores are better,
-        ties by id."""
-        return self.dialect.lexical(Lane(namespace, request, window, limit))
+        """BM25 within the scope (:mod:`memstrata.store.sql.lexical`); higher scores
+        are better, ties by id."""
+        return lexical.search(self.dialect, Lane(namespace, request, window, limit))
+
+    def text_search(self, namespace: str) -> str:
+        """The text-search language the namespace's records are indexed in."""
+        with self.db.read() as tx:
+            return lexical.language(tx, namespace)
+
+    def set_text_search(self, namespace: str, language: str) -> bool:
+        """Binds the namespace to a text-search language, re-indexing its records (in
+        one transaction) if they were indexed in another. Returns whether it changed."""
+        return bool(
+            self.db.write(lambda tx: lexical.set_language(self.dialect, tx, namespace, language))
+        )
 
     def semantic(
         self,
@@ -434,10 +444,19 @@ class SqlStore:
         d = self.dialect
 
         def work(tx: Tx) -> None:
+            writes: dict[str, Writes] = {}
+
+            def of(namespace: str) -> Writes:
+                if namespace not in writes:
+                    writes[namespace] = Writes(d, tx, namespace, now=now, actor=actor)
+                return writes[namespace]
+
             for versions in records:
-                Writes(d, tx, versions[0].namespace, now=now, actor=actor).restore(versions)
+                of(versions[0].namespace).restore(versions)
             for namespace, record_id in hard_deleted:
-                Writes(d, tx, namespace, now=now, actor=actor).restore_hard_delete(record_id)
+                of(namespace).restore_hard_delete(record_id)
+            for namespace in sorted(writes):
+                writes[namespace].flush()
 
         self.db.write(work)
         d.wrote(sum(len(versions) for versions in records))
@@ -446,7 +465,9 @@ class SqlStore:
         self.dialect.backup(path)
 
     def integrity(self) -> list[Finding]:
-        return self.dialect.integrity()
+        with self.db.snapshot() as tx:
+            text = lexical.integrity(lambda sql: tx.execute(sql).fetchall())
+        return [*self.dialect.integrity(), text]
 
     # -- inspection -------------------------------------------------------------
 

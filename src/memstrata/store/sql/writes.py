@@ -22,6 +22,7 @@ from memstrata.domain.search import parse_number
 from memstrata.domain.time import from_us
 from memstrata.store import graph
 from memstrata.store.sql.dialect import Dialect, Tx, chunks
+from memstrata.store.sql.lexical import Document, LexicalWrites
 from memstrata.store.sql.rows import COLUMNS, record_from_row, row_values, snapshot_body
 
 #: Ids looked up together in one statement (SQLite caps bound parameters).
@@ -67,6 +68,11 @@ class Writes:
         self.actor = actor
         self.known: dict[str, tuple[int, Record] | None] = {}
         self._rowids: list[int] = []
+        self.lexical = LexicalWrites(d, tx, namespace)
+
+    def flush(self) -> None:
+        """Writes what the transaction's changes left pending (the lexical counts)."""
+        self.lexical.flush()
 
     # -- reading ----------------------------------------------------------------------
 
@@ -112,20 +118,23 @@ class Writes:
             (self.namespace, self.now),
         )
 
-    def save(self, rowid: int | None, record: Record, *, document: Any | None = None) -> int:
+    def save(self, rowid: int | None, record: Record, *, document: Document | None = None) -> int:
         """Writes the record's current row, its scope rows, its full-text document
-        and its version snapshot. ``document`` is the content's full-text document
-        (:meth:`Dialect.documents`): required for a new record, given for an existing
-        one only when its content changed. Returns the rowid."""
+        and its version snapshot. ``document`` is the content's terms
+        (:meth:`LexicalWrites.document`): made here for a new record when not given,
+        given for an existing one only when its content changed. Returns the rowid."""
         tx, d = self.tx, self.d
         values = row_values(record)
         if rowid is None:
             if document is None:
-                document = d.documents([record.content])[0]
+                document = self.lexical.document(record.content)
             reserved = self._rowids.pop(0) if self._rowids else None
-            rowid = d.insert_record(tx, reserved, values, document)
+            rowid = d.insert_record(tx, reserved, values)
+            self.lexical.add(rowid, document)
         else:
-            d.update_record(tx, rowid, values, document)
+            d.update_record(tx, rowid, values)
+            if document is not None:
+                self.lexical.replace(rowid, document)
             for table in ("record_tags", "record_meta"):
                 tx.execute(
                     f"DELETE FROM {table} WHERE {d.unindexed('namespace')} = ? AND record = ?",
@@ -197,7 +206,7 @@ class Writes:
         return old
 
     def _upsert_one(
-        self, index: int, incoming: Record, document: Any, embedder_id: str | None
+        self, index: int, incoming: Record, document: Document, embedder_id: str | None
     ) -> tuple[str, int]:
         field = f"records[{index}]"
         found = self.lookup(incoming.id)
@@ -229,11 +238,12 @@ class Writes:
 
     def upsert(self, records: Sequence[Record], embedder_id: str | None) -> list[tuple[str, int]]:
         self.ensure_namespace()
+        self.lexical.language()  # locked before any record: one order for every writer
         self.prefetch([r.id for r in records] + [old for r in records for old in r.supersedes])
         new = sum(self.known.get(r.id) is None for r in records)
         if new > 0:
             self._rowids += sorted(self.d.reserve_rowids(self.tx, new))
-        documents = self.d.documents([r.content for r in records])
+        documents = [self.lexical.document(r.content) for r in records]
         return [
             self._upsert_one(i, record, documents[i], embedder_id)
             for i, record in enumerate(records)
@@ -276,9 +286,10 @@ class Writes:
         (by cascade) tags, metadata, vectors and the extraction marker; its mentions and
         the graph edges only it evidences (:func:`memstrata.store.graph.forget`). The
         ledger keeps that a hard delete of this id happened, and nothing of its content."""
+        self.lexical.language()  # locked before the record, as an upsert locks them
         rowid, _ = self.require(record_id)
         graph.forget(self.tx, self.namespace, record_id, rowid)
-        self.d.forget_record(self.tx, rowid)
+        self.lexical.remove(rowid)
         self.tx.execute(
             "DELETE FROM records WHERE namespace = ? AND rowid = ?", (self.namespace, rowid)
         )
@@ -298,7 +309,7 @@ class Writes:
         previous: Record | None = None
         for record in versions:
             changed = previous is None or previous.content != record.content
-            document = self.d.documents([record.content])[0] if changed else None
+            document = self.lexical.document(record.content) if changed else None
             rowid = self.save(rowid, record, document=document)
             self.ledger("import", record.id, record.version)
             previous = record

@@ -1,5 +1,6 @@
-"""The SQLite dialect: one file, WAL, FTS5 for the lexical lane, and an in-process
-matrix of the vectors (refreshed from the ``vectors`` table) for the vector lane.
+"""The SQLite dialect: one file, WAL, and an in-process matrix of the vectors
+(refreshed from the ``vectors`` table) for the vector lane. The lexical lane is the
+shared one (:mod:`memstrata.store.sql.lexical`).
 
 A write transaction holds the file's write lock from its first statement
 (``BEGIN IMMEDIATE``), so rows need no locks of their own and a key needs no claim.
@@ -16,7 +17,7 @@ import numpy as np
 
 from memstrata.domain.errors import InvalidInput, StorageUnavailable
 from memstrata.domain.records import Record
-from memstrata.domain.search import SearchRequest, query_words
+from memstrata.domain.search import SearchRequest
 from memstrata.domain.time import Window, now_us
 from memstrata.store.sql.dialect import Dialect, Lane
 from memstrata.store.sql.maintenance import Finding
@@ -38,12 +39,6 @@ _UPDATE = (
 # Vector seqs come from a counter, not max(seq) + 1: a hard delete removes vector rows,
 # and a reused seq would hide the next vector from every cache that saw the removed one.
 _NEXT_VECTOR_SEQ = "UPDATE vector_seq SET value = value + 1"
-
-
-def fts_query(text: str) -> str | None:
-    """Plain words OR-ed together, each quoted: FTS5 syntax in a query is just text."""
-    words = query_words(text)
-    return " OR ".join('"' + word + '"' for word in words) if words else None
 
 
 class SqliteDialect(Dialect):
@@ -79,23 +74,11 @@ class SqliteDialect(Dialect):
 
     # -- writes ---------------------------------------------------------------------
 
-    def insert_record(
-        self, tx: sqlite3.Connection, rowid: int | None, values: dict[str, Any], document: Any
-    ) -> int:
-        rowid = int(tx.execute(_INSERT, values).lastrowid or 0)
-        tx.execute("INSERT INTO records_fts (rowid, content) VALUES (?, ?)", (rowid, document))
-        return rowid
+    def insert_record(self, tx: sqlite3.Connection, rowid: int | None, values: dict[str, Any]) -> int:
+        return int(tx.execute(_INSERT, values).lastrowid or 0)
 
-    def update_record(
-        self, tx: sqlite3.Connection, rowid: int, values: dict[str, Any], document: Any | None
-    ) -> None:
+    def update_record(self, tx: sqlite3.Connection, rowid: int, values: dict[str, Any]) -> None:
         tx.execute(_UPDATE, {**values, "rowid": rowid})
-        if document is not None:
-            tx.execute("DELETE FROM records_fts WHERE rowid = ?", (rowid,))
-            tx.execute("INSERT INTO records_fts (rowid, content) VALUES (?, ?)", (rowid, document))
-
-    def forget_record(self, tx: sqlite3.Connection, rowid: int) -> None:
-        tx.execute("DELETE FROM records_fts WHERE rowid = ?", (rowid,))
 
     def store_vector(
         self, tx: sqlite3.Connection, namespace: str, rowid: int, embedder_id: str,
@@ -131,22 +114,6 @@ class SqliteDialect(Dialect):
         return cursor.rowcount
 
     # -- lanes ----------------------------------------------------------------------
-
-    def lexical(self, lane: Lane) -> list[tuple[Record, float]]:
-        """BM25 over content within the scope."""
-        namespace, request, window, limit = lane.namespace, lane.request, lane.window, lane.limit
-        match = fts_query(request.query or "")
-        if match is None:
-            return []
-        where, params = scope_clause(self, "r", namespace, request, window)
-        with self.db.read() as conn:
-            rows = conn.execute(
-                f"SELECT {prefixed('r')}, bm25(records_fts) AS rank FROM records_fts"
-                f" JOIN records r ON r.rowid = records_fts.rowid"
-                f" WHERE records_fts MATCH ? AND {where} ORDER BY rank, r.id LIMIT ?",
-                [match, *params, limit],
-            ).fetchall()
-        return hits(rows, request, lambda row: -float(row[-1]))
 
     def in_scope(
         self,
@@ -211,14 +178,6 @@ class SqliteDialect(Dialect):
 
     # -- maintenance ----------------------------------------------------------------
 
-    def purge_forgotten(self, tx: sqlite3.Connection) -> None:
-        """Rewrites the full-text index without the rows deleted so far. FTS5 records
-        a delete as a marker in a new segment and keeps the old segment, terms and all,
-        until a merge; ``optimize`` merges every segment into one, so a hard-deleted
-        record's words leave the file (its freed pages zeroed by ``secure_delete``).
-        The cost grows with the index (docs/backup.md), once per hard-delete call."""
-        tx.execute("INSERT INTO records_fts (records_fts) VALUES ('optimize')")
-
     def scrub(self) -> None:
         self.db.checkpoint()  # the WAL still holds the deleted pages' old images
 
@@ -236,27 +195,7 @@ class SqliteDialect(Dialect):
         found = [row[0] for row in conn.execute("PRAGMA integrity_check")]
         if found != ["ok"]:
             pages.problems += found[:20]
-        text = Finding("full-text index")
-        try:
-            self.db.write(
-                lambda tx: tx.execute(
-                    "INSERT INTO records_fts (records_fts) VALUES ('integrity-check')"
-                )
-            )
-        except (sqlite3.DatabaseError, StorageUnavailable) as error:
-            text.problems.append(f"FTS5 integrity-check failed: {error}")
-        for label, sql in (
-            ("records missing from the full-text index",
-             "SELECT count(*) FROM records r WHERE NOT EXISTS"
-             " (SELECT 1 FROM records_fts f WHERE f.rowid = r.rowid)"),
-            ("full-text rows of no record",
-             "SELECT count(*) FROM records_fts f WHERE NOT EXISTS"
-             " (SELECT 1 FROM records r WHERE r.rowid = f.rowid)"),
-        ):  # fmt: skip
-            count = conn.execute(sql).fetchone()[0]
-            if count:
-                text.problems.append(f"{count} {label}")
-        return [pages, text, self._vector_finding(conn)]
+        return [pages, self._vector_finding(conn)]
 
     @staticmethod
     def _vector_finding(conn: sqlite3.Connection) -> Finding:

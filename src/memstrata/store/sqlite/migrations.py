@@ -8,7 +8,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from memstrata.store.sql import migrate
+from memstrata.store.sql import lexical, migrate
 from memstrata.store.sql.migrate import Migration, run_script
 
 MIGRATIONS: list[tuple[str, Migration]] = []
@@ -299,6 +299,41 @@ def m006_scope_log(conn: sqlite3.Connection) -> None:
             BEGIN INSERT INTO scope_log (record) VALUES (OLD.rowid); END;
         """,
     )
+
+
+@migration
+def m007_lexical_postings(conn: sqlite3.Connection) -> None:
+    """The lexical lane's own tables (:mod:`memstrata.store.sql.lexical`) replace FTS5:
+    BM25 with each namespace's own statistics, the same terms and scores as on
+    PostgreSQL. Every record is indexed here, in this migration's transaction."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE lexical_postings (
+            namespace  TEXT NOT NULL,
+            term       TEXT NOT NULL,
+            record     INTEGER NOT NULL,
+            tf         INTEGER NOT NULL,
+            length     INTEGER NOT NULL,
+            PRIMARY KEY (namespace, term, record)
+        ) WITHOUT ROWID;
+        CREATE INDEX lexical_postings_record ON lexical_postings (namespace, record);
+        CREATE TABLE lexical_terms (
+            namespace  TEXT NOT NULL,
+            term       TEXT NOT NULL,
+            df         INTEGER NOT NULL,
+            PRIMARY KEY (namespace, term)
+        ) WITHOUT ROWID;
+        CREATE TABLE lexical_stats (
+            namespace  TEXT PRIMARY KEY,
+            language   TEXT NOT NULL,
+            documents  INTEGER NOT NULL,
+            length     INTEGER NOT NULL
+        );
+        DROP TABLE records_fts;
+        """,
+    )
+    lexical.index_all(conn)
 
 
 def apply_migrations(conn: sqlite3.Connection, now: int) -> list[str]:

@@ -1,0 +1,327 @@
+"""The lexical lane, once for both backends: BM25 over tables the store owns.
+
+Each record's terms (:mod:`memstrata.domain.words`, by its namespace's text-search
+language) are rows of ``lexical_postings (namespace, term, record, tf, length)``;
+``lexical_terms (namespace, term, df)`` counts the namespace's records that hold a
+term, and ``lexical_stats (namespace, language, documents, length)`` its records and
+their total length in terms. All three are written in the transaction that changes
+the record, and every key starts with the namespace: a search reads only its own
+namespace's rows, and one tenant's records never move another's scores.
+
+BM25 (k1 = 1.2, b = 0.75, Lucene's idf ``ln(1 + (N - df + 0.5) / (df + 0.5))``, which
+stays positive) with N, the mean length and df of the searched namespace, over every
+record row of it (the scope decides which records are ranked, never the statistics).
+The idf is computed once in Python and passed in, and each term's part of a score is
+cut to a whole number of 1e-9 before the parts are summed: the sum is then exact in
+any order, so SQLite and PostgreSQL return the same scores to the last bit, and the
+same order (ties by id).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from memstrata.domain.records import Record
+from memstrata.domain.words import DEFAULT_LANGUAGE, query_terms, term_counts
+from memstrata.store.sql.dialect import Dialect, Lane, Tx, chunks
+from memstrata.store.sql.maintenance import Finding
+from memstrata.store.sql.rows import hits, prefixed
+from memstrata.store.sql.scope import scope_clause
+
+K1 = 1.2
+B = 0.75
+#: Each term's part of a score is a whole number of 1/SCALE.
+SCALE = 1e9
+#: Records re-indexed per read when a namespace's language changes (or at migration).
+REINDEX_BATCH = 1000
+
+#: A record's terms with their counts, and its length in terms.
+Document = tuple[Counter[str], int]
+
+
+def idf(documents: int, df: int) -> float:
+    """Lucene's BM25 idf: positive however common the term."""
+    return math.log(1.0 + (documents - df + 0.5) / (df + 0.5))
+
+
+@dataclass(frozen=True)
+class Weights:
+    """One query's BM25 constants: per term ``idf * (k1 + 1) * SCALE``, and the two
+    terms of the length norm ``k1 * (1 - b) + k1 * b / avgdl * length``."""
+
+    terms: list[tuple[str, float]]
+    base: float
+    per_length: float
+
+
+def weights(documents: int, length: int, df: dict[str, int], terms: Sequence[str]) -> Weights:
+    """The constants for ``terms`` (those with no df match nothing and are left out)."""
+    mean = length / documents if documents and length else 1.0
+    return Weights(
+        terms=[(t, idf(documents, df[t]) * (K1 + 1) * SCALE) for t in terms if df.get(t)],
+        base=K1 * (1 - B),
+        per_length=K1 * B / mean,
+    )
+
+
+def part(weight: float, tf: int, length: int, w: Weights) -> int:
+    """One term's part of a record's score, exactly as the SQL computes it."""
+    return math.trunc(weight * tf / (tf + w.base + w.per_length * length))
+
+
+# -- search -------------------------------------------------------------------------
+
+
+def search(d: Dialect, lane: Lane) -> list[tuple[Record, float]]:
+    """The best ``limit`` in-scope records by BM25 (higher is better), ties by id."""
+    namespace, request = lane.namespace, lane.request
+    with d.db.snapshot() as tx:
+        stats = tx.execute(
+            "SELECT language, documents, length FROM lexical_stats WHERE namespace = ?",
+            (namespace,),
+        ).fetchone()
+        if stats is None or not stats[1]:
+            return []
+        wanted = query_terms(request.query or "", stats[0])
+        if not wanted:
+            return []
+        test, test_params = d.in_list("term", wanted)
+        df = {
+            row[0]: int(row[1])
+            for row in tx.execute(
+                f"SELECT term, df FROM lexical_terms WHERE namespace = ? AND {test}",
+                [namespace, *test_params],
+            ).fetchall()
+        }
+        w = weights(int(stats[1]), int(stats[2]), df, wanted)
+        if not w.terms:
+            return []
+        where, params = scope_clause(d, "r", namespace, request, lane.window)
+        values = ", ".join("(?, ?)" for _ in w.terms)
+        score = d.truncated("q.column2 * p.tf / (p.tf + ? + ? * p.length)")
+        rows = tx.execute(
+            f"SELECT {prefixed('r')}, s.score FROM ("
+            f" SELECT p.namespace, p.record, sum({score}) AS score"
+            f" FROM (VALUES {values}) q JOIN lexical_postings p"
+            " ON p.namespace = ? AND p.term = q.column1"
+            " GROUP BY p.namespace, p.record) s"
+            f" {d.records_join('r', 's')} WHERE {where}"
+            " ORDER BY s.score DESC, r.id LIMIT ?",
+            [w.base, w.per_length, *(v for pair in w.terms for v in pair), namespace,
+             *params, lane.limit],
+        ).fetchall()  # fmt: skip
+    return hits(rows, request, lambda row: int(row[-1]) / SCALE)
+
+
+def language(tx: Tx, namespace: str) -> str:
+    """The language the namespace's records are indexed in (the default before any)."""
+    row = tx.execute(
+        "SELECT language FROM lexical_stats WHERE namespace = ?", (namespace,)
+    ).fetchone()
+    return str(row[0]) if row else DEFAULT_LANGUAGE
+
+
+# -- writes -------------------------------------------------------------------------
+
+
+@dataclass
+class LexicalWrites:
+    """One transaction's changes to one namespace's lexical rows.
+
+    The namespace's ``lexical_stats`` row is locked first (where rows lock), so the
+    language cannot change under a write and writers of one namespace add to its
+    counts in turn. Postings of new documents wait in memory and every count is a
+    delta until :meth:`flush`, which writes them once, terms in sorted order (two
+    transactions then never wait for each other's terms in a cycle)."""
+
+    d: Dialect
+    tx: Tx
+    namespace: str
+    _language: str | None = None
+    _pending: dict[int, Document] = field(default_factory=dict)
+    _df: Counter[str] = field(default_factory=Counter)
+    _documents: int = 0
+    _length: int = 0
+
+    def language(self) -> str:
+        if self._language is None:
+            self.tx.execute(
+                "INSERT INTO lexical_stats (namespace, language, documents, length)"
+                " VALUES (?, ?, 0, 0) ON CONFLICT (namespace) DO NOTHING",
+                (self.namespace, DEFAULT_LANGUAGE),
+            )
+            row = self.tx.execute(
+                "SELECT language FROM lexical_stats WHERE namespace = ?" + self.d.lock_for_update,
+                (self.namespace,),
+            ).fetchone()
+            self._language = str(row[0])
+        return self._language
+
+    def document(self, content: str) -> Document:
+        return term_counts(content, self.language())
+
+    def add(self, rowid: int, document: Document) -> None:
+        """A new record's document."""
+        self._documents += 1
+        self._put(rowid, document)
+
+    def replace(self, rowid: int, document: Document) -> None:
+        """A record's new content."""
+        self._take(rowid)
+        self._put(rowid, document)
+
+    def remove(self, rowid: int) -> None:
+        """A record removed (hard delete)."""
+        self.language()  # the stats row is locked before it changes
+        self._documents -= 1
+        self._take(rowid)
+
+    def _put(self, rowid: int, document: Document) -> None:
+        counts, length = document
+        self._pending[rowid] = document
+        self._df.update(counts.keys())
+        self._length += length
+
+    def _take(self, rowid: int) -> None:
+        pending = self._pending.pop(rowid, None)
+        if pending is not None:
+            counts, length = pending
+            terms: Iterable[str] = counts.keys()
+        else:
+            rows = self.tx.execute(
+                "SELECT term, length FROM lexical_postings WHERE namespace = ? AND record = ?",
+                (self.namespace, rowid),
+            ).fetchall()
+            terms = [row[0] for row in rows]
+            length = int(rows[0][1]) if rows else 0
+            if rows:
+                self.tx.execute(
+                    "DELETE FROM lexical_postings WHERE namespace = ? AND record = ?",
+                    (self.namespace, rowid),
+                )
+        self._df.subtract(terms)
+        self._length -= length
+
+    def flush(self) -> None:
+        """Writes the postings and counts this transaction changed."""
+        ns = self.namespace
+        _insert_postings(self.tx, ns, self._pending)
+        self._pending.clear()
+        changed = sorted((term, delta) for term, delta in self._df.items() if delta)
+        if changed:
+            self.tx.executemany(
+                "INSERT INTO lexical_terms (namespace, term, df) VALUES (?, ?, ?)"
+                " ON CONFLICT (namespace, term) DO UPDATE SET df = lexical_terms.df + excluded.df",
+                [(ns, term, delta) for term, delta in changed],
+            )
+            gone = [term for term, delta in changed if delta < 0]
+            for chunk in chunks(gone, 500):
+                # a term no record holds any more leaves no trace of the words it was
+                test, params = self.d.in_list("term", chunk)
+                self.tx.execute(
+                    f"DELETE FROM lexical_terms WHERE namespace = ? AND {test} AND df <= 0",
+                    [ns, *params],
+                )
+        if self._documents or self._length:
+            self.tx.execute(
+                "UPDATE lexical_stats SET documents = documents + ?, length = length + ?"
+                " WHERE namespace = ?",
+                (self._documents, self._length, ns),
+            )
+        self._df.clear()
+        self._documents = self._length = 0
+
+
+# -- indexing a whole namespace -----------------------------------------------------
+
+
+def _insert_postings(tx: Tx, namespace: str, documents: dict[int, Document]) -> None:
+    if documents:
+        tx.executemany(
+            "INSERT INTO lexical_postings (namespace, term, record, tf, length)"
+            " VALUES (?, ?, ?, ?, ?)",
+            [(namespace, term, rowid, tf, length)
+             for rowid, (counts, length) in documents.items() for term, tf in counts.items()],
+        )  # fmt: skip
+
+
+def reindex(tx: Tx, namespace: str, language: str) -> None:
+    """Indexes every record of ``namespace`` anew in ``language`` (in ``tx``)."""
+    for table in ("lexical_postings", "lexical_terms", "lexical_stats"):
+        tx.execute(f"DELETE FROM {table} WHERE namespace = ?", (namespace,))
+    df: Counter[str] = Counter()
+    documents = length = last = 0
+    while True:
+        rows = tx.execute(
+            "SELECT rowid, content FROM records WHERE namespace = ? AND rowid > ?"
+            " ORDER BY rowid LIMIT ?",
+            (namespace, last, REINDEX_BATCH),
+        ).fetchall()
+        if not rows:
+            break
+        batch = {int(rowid): term_counts(content, language) for rowid, content in rows}
+        _insert_postings(tx, namespace, batch)
+        for counts, size in batch.values():
+            df.update(counts.keys())
+            length += size
+        documents += len(batch)
+        last = int(rows[-1][0])
+    tx.executemany(
+        "INSERT INTO lexical_terms (namespace, term, df) VALUES (?, ?, ?)",
+        [(namespace, term, count) for term, count in sorted(df.items())],
+    )
+    tx.execute(
+        "INSERT INTO lexical_stats (namespace, language, documents, length) VALUES (?, ?, ?, ?)",
+        (namespace, language, documents, length),
+    )
+
+
+def index_all(tx: Tx) -> None:
+    """Indexes every namespace's records in the default language (a migration)."""
+    names = [row[0] for row in tx.execute("SELECT DISTINCT namespace FROM records").fetchall()]
+    for namespace in sorted(names):
+        reindex(tx, namespace, DEFAULT_LANGUAGE)
+
+
+def set_language(d: Dialect, tx: Tx, namespace: str, wanted: str) -> bool:
+    """Binds ``namespace`` to ``wanted``; re-indexes its records if they were indexed
+    in another language. Returns whether anything changed."""
+    if LexicalWrites(d, tx, namespace).language() == wanted:
+        return False
+    reindex(tx, namespace, wanted)
+    return True
+
+
+# -- checks ---------------------------------------------------------------------------
+
+
+def integrity(read: Any) -> Finding:
+    """The lexical rows agree with the records: ``read(sql)`` returns rows."""
+    found = Finding("full-text index")
+    checks = (
+        ("postings of no record",
+         "SELECT count(*) FROM lexical_postings p WHERE NOT EXISTS (SELECT 1 FROM records r"
+         " WHERE r.namespace = p.namespace AND r.rowid = p.record)"),
+        ("namespaces whose record count is off",
+         "SELECT count(*) FROM lexical_stats s WHERE s.documents <> (SELECT count(*)"
+         " FROM records r WHERE r.namespace = s.namespace)"),
+        ("namespaces whose total length is off",
+         "SELECT count(*) FROM lexical_stats s WHERE s.length <> (SELECT coalesce(sum(l), 0)"
+         " FROM (SELECT max(p.length) AS l FROM lexical_postings p"
+         " WHERE p.namespace = s.namespace GROUP BY p.record) x)"),
+        ("terms whose record count is off",
+         "SELECT count(*) FROM lexical_terms t WHERE t.df <> (SELECT count(*)"
+         " FROM lexical_postings p WHERE p.namespace = t.namespace AND p.term = t.term)"),
+        ("namespaces with records and no statistics",
+         "SELECT count(DISTINCT r.namespace) FROM records r WHERE NOT EXISTS"
+         " (SELECT 1 FROM lexical_stats s WHERE s.namespace = r.namespace)"),
+    )  # fmt: skip
+    for label, sql in checks:
+        count = read(sql)[0][0]
+        if count:
+            found.problems.append(f"{count} {label}")
+    return found
