@@ -160,7 +160,8 @@ def test_check_finds_a_broken_full_text_index_and_vector(tmp_path: Path) -> None
         _corrupt(target, m)
         execute(
             target,
-            "DELETE FROM lexical_postings WHERE record = (SELECT rowid FROM records WHERE id = 'c')",
+            "DELETE FROM lexical_postings WHERE record ="
+            " (SELECT rowid FROM records WHERE id = 'c')",
         )
         execute(target, "UPDATE vectors SET vector = zeroblob(length(vector))"
                 " WHERE record = (SELECT rowid FROM records WHERE id = 'b')")  # fmt: skip

@@ -80,7 +80,9 @@ def ranked(m: memstrata.Memory, namespace: str, query: str, top_k: int) -> list[
 text = st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=10).map(" ".join)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     corpus=st.lists(text, min_size=1, max_size=14),
     rewrites=st.lists(st.tuples(st.integers(0, 13), text), max_size=3),

@@ -58,7 +58,8 @@ def test_hnsw_lane_fills_top_k_from_the_scope_and_agrees_with_exact(pg_target: s
         assert [h.score for h in indexed.hits] == pytest.approx([h.score for h in exact.hits])
         everything = m.search("ns", query, ranking="semantic", top_k=5)
         assert all(h.record.metadata["room"] == "a" for h in everything.hits)
-    for index in ("vectors_hnsw_64", "lexical_postings_pkey", "records_ns_live", "records_ns_created"):
+    indexes = ("vectors_hnsw_64", "lexical_postings_pkey", "records_ns_live", "records_ns_created")
+    for index in indexes:
         assert has_index(pg_target, index), index
 
 

@@ -24,7 +24,7 @@ TABLES = {"sqlite": _TABLES, "postgres": _TABLES}
 #: Tables that hold a record's own data, so must be empty after its hard delete.
 RECORD_TABLES = [
     "records", "record_versions", "record_tags", "record_meta", "vectors", "lexical_postings",
-]
+]  # fmt: skip
 
 
 def backend_of(target: str) -> str:

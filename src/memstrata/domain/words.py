@@ -41,19 +41,23 @@ _LATIN_END = "\u0370"  # marks are stripped from letters below Greek: Latin and 
 # The Snowball project's English stop words, plus the pieces its contractions split
 # into here ("don't" -> "don", "t"; "I'm" -> "i", "m").
 STOP_WORDS = frozenset(
-    """
-    a about above after again against all am an and any are as at be because been
-    before being below between both but by can cannot could did do does doing down
-    during each few for from further had has have having he her here hers herself him
-    himself his how i if in into is it its itself me more most my myself no nor not of
-    off on once only or other ought our ours ourselves out over own same she should so
-    some such than that the their theirs them themselves then there these they this
-    those through to too under until up very was we were what when where which while
-    who whom why will with would you your yours yourself yourselves
-    s t d ll m re ve don didn doesn isn aren wasn weren hasn haven hadn wouldn
-    shouldn couldn mustn shan
-    """.split()
-)
+    [
+        "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are",
+        "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but",
+        "by", "can", "cannot", "could", "did", "do", "does", "doing", "down", "during", "each",
+        "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here",
+        "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it",
+        "its", "itself", "me", "more", "most", "my", "myself", "no", "nor", "not", "of", "off",
+        "on", "once", "only", "or", "other", "ought", "our", "ours", "ourselves", "out", "over",
+        "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their",
+        "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those",
+        "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when",
+        "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your",
+        "yours", "yourself", "yourselves", "s", "t", "d", "ll", "m", "re", "ve", "don", "didn",
+        "doesn", "isn", "aren", "wasn", "weren", "hasn", "haven", "hadn", "wouldn", "shouldn",
+        "couldn", "mustn", "shan",
+    ]
+)  # fmt: skip
 
 
 def check_language(language: str, field: str = "text_search") -> str:
@@ -61,8 +65,7 @@ def check_language(language: str, field: str = "text_search") -> str:
     name = language.strip().lower()
     if name not in LANGUAGES:
         raise InvalidInput(
-            f"{field} {language!r} is not a text-search language; use one of "
-            f"{', '.join(LANGUAGES)}"
+            f"{field} {language!r} is not a text-search language; use one of {', '.join(LANGUAGES)}"
         )
     return name
 

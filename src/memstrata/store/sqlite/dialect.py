@@ -15,14 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from memstrata.domain.errors import InvalidInput, StorageUnavailable
+from memstrata.domain.errors import InvalidInput
 from memstrata.domain.records import Record
 from memstrata.domain.search import SearchRequest
 from memstrata.domain.time import Window, now_us
 from memstrata.store.sql.dialect import Dialect, Lane
 from memstrata.store.sql.maintenance import Finding
-from memstrata.store.sql.rows import COLUMNS, ROW_FIELDS, best, hits, prefixed
-from memstrata.store.sql.scope import scope_clause, scope_rowids
+from memstrata.store.sql.rows import COLUMNS, ROW_FIELDS, best, hits
+from memstrata.store.sql.scope import scope_rowids
 from memstrata.store.sqlite.connection import Database, translated
 from memstrata.store.sqlite.migrations import apply_migrations
 from memstrata.store.sqlite.scope_cache import ScopeCache
@@ -74,7 +74,9 @@ class SqliteDialect(Dialect):
 
     # -- writes ---------------------------------------------------------------------
 
-    def insert_record(self, tx: sqlite3.Connection, rowid: int | None, values: dict[str, Any]) -> int:
+    def insert_record(
+        self, tx: sqlite3.Connection, rowid: int | None, values: dict[str, Any]
+    ) -> int:
         return int(tx.execute(_INSERT, values).lastrowid or 0)
 
     def update_record(self, tx: sqlite3.Connection, rowid: int, values: dict[str, Any]) -> None:
