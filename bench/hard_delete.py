@@ -3,11 +3,10 @@
     python -m bench.hard_delete [--sizes 1000 10000 50000] [--deletes 10]
 
 For each size: N records of 30 random words, then ``--deletes`` hard deletes timed
-three ways in the same run on the same file: ``plain`` (neither step below),
-``checkpoint`` (the truncating WAL checkpoint after the delete) and ``memstrata``
-(the checkpoint and the FTS5 ``optimize`` purge, what memstrata does). The steps are
-switched off by replacing the dialect's hooks in this process only. Prints the p50 of
-each and the ratios to ``plain``: quote the ratios, the machine is shared.
+two ways in the same run on the same file: ``plain`` (no checkpoint) and ``memstrata``
+(the truncating WAL checkpoint after the delete, what memstrata does). The checkpoint
+is switched off by replacing the dialect's hook in this process only. Prints the p50
+of each and the ratio to ``plain``: quote the ratios, the machine is shared.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from typing import Any
 import memstrata
 from memstrata.store.sqlite.dialect import SqliteDialect
 
-MODES = ("plain", "checkpoint", "memstrata")
+MODES = ("plain", "memstrata")
 
 
 def _off(self: Any, *args: Any) -> None:
@@ -33,7 +32,7 @@ def _off(self: Any, *args: Any) -> None:
 def measure(size: int, deletes: int) -> dict[str, float]:
     words = [f"w{i}" for i in range(20_000)]
     rnd = random.Random(size)
-    purge, scrub = SqliteDialect.purge_forgotten, SqliteDialect.scrub
+    scrub = SqliteDialect.scrub
     result = {}
     with tempfile.TemporaryDirectory() as root:
         m = memstrata.open(os.path.join(root, "m.db"), embedder="none", background_jobs=False)
@@ -42,11 +41,10 @@ def measure(size: int, deletes: int) -> dict[str, float]:
                 {"id": f"r{i}", "content": " ".join(rnd.choices(words, k=30))}
                 for i in range(start, min(size, start + 500))
             ])  # fmt: skip
-        m.delete("b", "r0", hard=True)  # the first optimize merges the load's segments
+        m.delete("b", "r0", hard=True)
         ids = iter(rnd.sample(range(1, size), len(MODES) * deletes))
         try:
             for mode in MODES:
-                SqliteDialect.purge_forgotten = purge if mode == "memstrata" else _off  # type: ignore[method-assign]
                 SqliteDialect.scrub = scrub if mode != "plain" else _off  # type: ignore[method-assign]
                 times = []
                 for _ in range(deletes):
@@ -55,7 +53,6 @@ def measure(size: int, deletes: int) -> dict[str, float]:
                     times.append(time.perf_counter() - started)
                 result[mode] = statistics.median(times) * 1000
         finally:
-            SqliteDialect.purge_forgotten = purge  # type: ignore[method-assign]
             SqliteDialect.scrub = scrub  # type: ignore[method-assign]
             m.close()
     return result
@@ -66,12 +63,11 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 50_000])
     parser.add_argument("--deletes", type=int, default=10)
     args = parser.parse_args()
-    print("| records | plain | + checkpoint | + checkpoint + optimize (memstrata) |")
-    print("|---|---|---|---|")
+    print("| records | plain | + checkpoint (memstrata) |")
+    print("|---|---|---|")
     for size in args.sizes:
         r = measure(size, args.deletes)
-        print(f"| {size:,} | {r['plain']:.2f} ms | {r['checkpoint']:.2f} ms"
-              f" ({r['checkpoint'] / r['plain']:.0f}x) | {r['memstrata']:.2f} ms"
+        print(f"| {size:,} | {r['plain']:.2f} ms | {r['memstrata']:.2f} ms"
               f" ({r['memstrata'] / r['plain']:.0f}x) |")  # fmt: skip
 
 

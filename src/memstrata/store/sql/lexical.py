@@ -38,6 +38,9 @@ B = 0.75
 SCALE = 1e9
 #: Records re-indexed per read when a namespace's language changes (or at migration).
 REINDEX_BATCH = 1000
+#: A query ranks by at most this many of its terms, the rarest (a query that long is a
+#: document; the bound keeps the statement's parameters within every engine's limit).
+MAX_QUERY_TERMS = 1000
 
 #: A record's terms with their counts, and its length in terms.
 Document = tuple[Counter[str], int]
@@ -61,8 +64,11 @@ class Weights:
 def weights(documents: int, length: int, df: dict[str, int], terms: Sequence[str]) -> Weights:
     """The constants for ``terms`` (those with no df match nothing and are left out)."""
     mean = length / documents if documents and length else 1.0
+    found = [t for t in terms if df.get(t)]
+    if len(found) > MAX_QUERY_TERMS:
+        found = sorted(found, key=lambda t: (df[t], t))[:MAX_QUERY_TERMS]
     return Weights(
-        terms=[(t, idf(documents, df[t]) * (K1 + 1) * SCALE) for t in terms if df.get(t)],
+        terms=[(t, idf(documents, df[t]) * (K1 + 1) * SCALE) for t in found],
         base=K1 * (1 - B),
         per_length=K1 * B / mean,
     )

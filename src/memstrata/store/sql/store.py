@@ -256,6 +256,12 @@ class SqlStore:
     def set_text_search(self, namespace: str, language: str) -> bool:
         """Binds the namespace to a text-search language, re-indexing its records (in
         one transaction) if they were indexed in another. Returns whether it changed."""
+        with self.db.read() as tx:
+            bound = tx.execute(
+                "SELECT language FROM lexical_stats WHERE namespace = ?", (namespace,)
+            ).fetchone()
+        if bound is not None and bound[0] == language:
+            return False  # the common case: no write at all
         return bool(
             self.db.write(lambda tx: lexical.set_language(self.dialect, tx, namespace, language))
         )
