@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memstrata.domain.records import Record
-from memstrata.domain.words import DEFAULT_LANGUAGE, query_terms, term_counts
+from memstrata.domain.words import DEFAULT_LANGUAGE, LANGUAGES, query_terms, term_counts
 from memstrata.store.sql.dialect import Dialect, Lane, Tx, chunks
 from memstrata.store.sql.maintenance import Finding
 from memstrata.store.sql.rows import hits, prefixed
@@ -74,36 +74,33 @@ def weights(documents: int, length: int, df: dict[str, int], terms: Sequence[str
     )
 
 
-def part(weight: float, tf: int, length: int, w: Weights) -> int:
-    """One term's part of a record's score, exactly as the SQL computes it."""
-    return math.trunc(weight * tf / (tf + w.base + w.per_length * length))
-
-
 # -- search -------------------------------------------------------------------------
 
 
 def search(d: Dialect, lane: Lane) -> list[tuple[Record, float]]:
-    """The best ``limit`` in-scope records by BM25 (higher is better), ties by id."""
+    """The best ``limit`` in-scope records by BM25 (higher is better), ties by id.
+
+    Two statements: the namespace's statistics with the df of the query's terms (in
+    every language, so one read serves whatever language the namespace has), then
+    the ranking."""
     namespace, request = lane.namespace, lane.request
-    with d.db.snapshot() as tx:
-        stats = tx.execute(
-            "SELECT language, documents, length FROM lexical_stats WHERE namespace = ?",
-            (namespace,),
-        ).fetchone()
-        if stats is None or not stats[1]:
+    text = request.query or ""
+    candidates = {t for language in LANGUAGES for t in query_terms(text, language)}
+    if not candidates:
+        return []
+    test, test_params = d.in_list("t.term", sorted(candidates))
+    with d.db.read() as tx:
+        rows = tx.execute(
+            "SELECT s.language, s.documents, s.length, t.term, t.df FROM lexical_stats s"
+            f" LEFT JOIN lexical_terms t ON t.namespace = s.namespace AND {test}"
+            " WHERE s.namespace = ?",
+            [*test_params, namespace],
+        ).fetchall()
+        if not rows or not rows[0][1]:
             return []
-        wanted = query_terms(request.query or "", stats[0])
-        if not wanted:
-            return []
-        test, test_params = d.in_list("term", wanted)
-        df = {
-            row[0]: int(row[1])
-            for row in tx.execute(
-                f"SELECT term, df FROM lexical_terms WHERE namespace = ? AND {test}",
-                [namespace, *test_params],
-            ).fetchall()
-        }
-        w = weights(int(stats[1]), int(stats[2]), df, wanted)
+        language, documents, length = rows[0][0], int(rows[0][1]), int(rows[0][2])
+        df = {row[3]: int(row[4]) for row in rows if row[3] is not None}
+        w = weights(documents, length, df, query_terms(text, language))
         if not w.terms:
             return []
         where, params = scope_clause(d, "r", namespace, request, lane.window)
