@@ -82,7 +82,8 @@ def search(d: Dialect, lane: Lane) -> list[tuple[Record, float]]:
 
     Two statements: the namespace's statistics with the df of the query's terms (in
     every language, so one read serves whatever language the namespace has), then
-    the ranking."""
+    the ranking. They are not one snapshot (that costs PostgreSQL four more round
+    trips): a write committed between them shifts scores by its own counts at most."""
     namespace, request = lane.namespace, lane.request
     text = request.query or ""
     candidates = {t for language in LANGUAGES for t in query_terms(text, language)}
@@ -120,12 +121,17 @@ def search(d: Dialect, lane: Lane) -> list[tuple[Record, float]]:
     return hits(rows, request, lambda row: int(row[-1]) / SCALE)
 
 
-def language(tx: Tx, namespace: str) -> str:
-    """The language the namespace's records are indexed in (the default before any)."""
+def bound_language(tx: Tx, namespace: str) -> str | None:
+    """The language the namespace is bound to, if it is yet."""
     row = tx.execute(
         "SELECT language FROM lexical_stats WHERE namespace = ?", (namespace,)
     ).fetchone()
-    return str(row[0]) if row else DEFAULT_LANGUAGE
+    return str(row[0]) if row else None
+
+
+def language(tx: Tx, namespace: str) -> str:
+    """The language the namespace's records are indexed in (the default before any)."""
+    return bound_language(tx, namespace) or DEFAULT_LANGUAGE
 
 
 # -- writes -------------------------------------------------------------------------

@@ -257,11 +257,8 @@ class SqlStore:
         """Binds the namespace to a text-search language, re-indexing its records (in
         one transaction) if they were indexed in another. Returns whether it changed."""
         with self.db.read() as tx:
-            bound = tx.execute(
-                "SELECT language FROM lexical_stats WHERE namespace = ?", (namespace,)
-            ).fetchone()
-        if bound is not None and bound[0] == language:
-            return False  # the common case: no write at all
+            if lexical.bound_language(tx, namespace) == language:
+                return False  # the common case: no write at all
         return bool(
             self.db.write(lambda tx: lexical.set_language(self.dialect, tx, namespace, language))
         )
