@@ -23,7 +23,7 @@ _BEFORE = {
         "CREATE VIRTUAL TABLE records_fts USING fts5 (content,"
         " tokenize = 'unicode61 remove_diacritics 2')",
         "INSERT INTO records_fts (rowid, content) SELECT rowid, content FROM records",
-        "DELETE FROM schema_migrations WHERE name = 'm006_lexical_postings'",
+        "DELETE FROM schema_migrations WHERE name = 'm007_lexical_postings'",
     ],
     "postgres": [
         "DROP TABLE lexical_postings",
