@@ -8,7 +8,7 @@ An adapter turns a request's secret into a :class:`Token` with :meth:`Access.aut
 :class:`Caller`, which checks the capability and namespace before every call and
 writes the token id to the ledger as the actor:
 
-    reads  (search, get, history, namespaces, audit,
+    reads  (search, get, history, ledger, namespaces, audit,
             entities, relationships, mentions)             read
     writes (upsert, supersede, invalidate, delete,
             set_embedding, expire, facts, mentions)        write
@@ -24,6 +24,7 @@ from typing import Any
 from memstrata.domain.auth import Capability, Token, capabilities_for, digest, new_secret
 from memstrata.domain.errors import Forbidden, InvalidInput, NotFound, Unauthenticated
 from memstrata.domain.graph import Entity, Mention, Relationship
+from memstrata.domain.ledger import LedgerEntry
 from memstrata.domain.records import Record, UpsertResult, validate_namespace
 from memstrata.domain.search import ExpireAction, ExpireRequest, SearchRequest, SearchResult
 from memstrata.domain.time import now_us
@@ -124,6 +125,10 @@ class Caller:
     def history(self, namespace: str, record_id: str) -> list[Record]:
         self.require(Capability.READ, namespace)
         return self.service.history(namespace, record_id)
+
+    def ledger(self, namespace: str, record_id: str) -> list[LedgerEntry]:
+        self.require(Capability.READ, namespace)
+        return self.service.ledger(namespace, record_id)
 
     def namespaces(self) -> list[str]:
         """The namespaces this caller may see."""

@@ -27,6 +27,7 @@ from memstrata.domain.errors import (
 )
 from memstrata.domain.fusion import RRF_K, reciprocal_rank_fusion
 from memstrata.domain.ids import new_id
+from memstrata.domain.ledger import LedgerEntry
 from memstrata.domain.records import (
     Record,
     UpsertResult,
@@ -511,6 +512,7 @@ class Service(GraphMethods):
             "namespace": namespace,
             "embedder": self.embedders.describe(namespace),
             "backlog": self.backlog(namespace),
+            "records": self.store.record_counts(namespace, now_us()),
             "extractor": self.describe_extractor(),
             "extraction_backlog": self.extraction_backlog(namespace),
             "jobs": self.store.jobs(namespace, last=10),
@@ -571,6 +573,16 @@ class Service(GraphMethods):
         validate_namespace(namespace)
         validate_record_id(record_id)
         return self.store.history(namespace, record_id)
+
+    def ledger(self, namespace: str, record_id: str) -> list[LedgerEntry]:
+        """The ledger entries of one record id, oldest first (a hard-deleted id keeps
+        them); :class:`NotFound` when the ledger never saw the id."""
+        validate_namespace(namespace)
+        validate_record_id(record_id)
+        entries = self.store.ledger(namespace, record_id)
+        if not entries:
+            raise NotFound(f"record {record_id!r} does not exist in namespace {namespace!r}")
+        return entries
 
     def search(self, namespace: str, request: SearchRequest) -> SearchResult:
         """Runs a search (lexical, semantic or hybrid; scoped in time) within the policy

@@ -38,6 +38,7 @@ from memstrata.adapters.rest_models import http_status, request_components
 from memstrata.adapters.rest_observe import Observe, metrics_scope
 from memstrata.adapters.rest_paths import EncodedSlashes
 from memstrata.adapters.rest_routes import ROUTERS, Runtime
+from memstrata.adapters.rest_ui import mount_ui
 from memstrata.config import Settings
 from memstrata.domain.errors import MemstrataError
 from memstrata.domain.validation import field_path
@@ -190,6 +191,7 @@ def create_app(service: Service | None, settings: Settings) -> FastAPI:
         Route("/metrics", MetricsApp(rt.metrics.registry, rt), methods=["GET"])
     )
     app.router.routes.append(Route("/mcp", mcp))
+    mount_ui(app)  # the web inspector: static pages over this API
     app.add_middleware(EncodedSlashes)
     app.add_middleware(Observe, metrics=rt.metrics)
 

@@ -196,6 +196,21 @@ class HistoryResponse(BaseModel):
     versions: list[Record]
 
 
+class LedgerEntryOut(BaseModel):
+    seq: int = Field(description="The entry's place in the ledger (increasing).")
+    at: str = Field(description="When it was recorded.")
+    op: str = Field(description="create, update, supersede, close, invalidate, delete, …")
+    namespace: str
+    record_id: str
+    version: int | None = Field(default=None, description="The version it wrote, if any.")
+    actor: str = Field(description="The token id that wrote it, or local.")
+    detail: dict[str, Any] | None = None
+
+
+class LedgerResponse(BaseModel):
+    entries: list[LedgerEntryOut]
+
+
 class VersionResponse(BaseModel):
     version: int
 
@@ -234,10 +249,19 @@ class NamespaceList(BaseModel):
     namespaces: list[NamespaceInfo]
 
 
+class RecordCounts(BaseModel):
+    records: int = Field(description="Every record id, soft-deleted ones included.")
+    current: int = Field(description="Valid now and not deleted.")
+    superseded: int = Field(description="Closed by a successor (not deleted).")
+    invalidated: int = Field(description="Closed with no successor (not deleted).")
+    deleted: int = Field(description="Soft-deleted (tombstones).")
+
+
 class Audit(BaseModel):
     namespace: str
     embedder: str
     backlog: int = Field(description="Records with no vector for the current embedder.")
+    records: RecordCounts
     extractor: str = Field(description="The extractor (provider[:model]), or none")
     extraction_backlog: int = Field(
         description="Current notes and mined records not yet read into the graph."

@@ -32,6 +32,7 @@ from memstrata.adapters.rest_models import (
     Job,
     JobBody,
     JobList,
+    LedgerResponse,
     NamespaceList,
     UpsertBody,
     VerifyBody,
@@ -283,6 +284,15 @@ def set_embedding(ns: Namespace, record_id: RecordId, raw: WriteBody, who: Calle
 )
 def history(ns: Namespace, record_id: RecordId, who: CallerDep) -> Response:
     return reply({"versions": [r.to_json() for r in who.history(ns, record_id)]})
+
+
+@records_router.get(
+    "/v1/namespaces/{ns}/records/{id}/ledger",
+    response_model=LedgerResponse,
+    summary="The ledger entries of a record id, oldest first",
+)
+def ledger(ns: Namespace, record_id: RecordId, who: CallerDep) -> Response:
+    return reply({"entries": [entry.to_json() for entry in who.ledger(ns, record_id)]})
 
 
 @search_router.post(

@@ -203,8 +203,17 @@ class Store(Protocol):
         ...
 
     # inspection
-    def ledger(self, namespace: str | None = None) -> list[LedgerEntry]:
-        """Every ledger entry (of one namespace, if given), in order."""
+    def ledger(
+        self, namespace: str | None = None, record_id: str | None = None
+    ) -> list[LedgerEntry]:
+        """Every ledger entry (of one namespace, and of one record id in it, if given),
+        in order."""
+        ...
+
+    def record_counts(self, namespace: str, now: int) -> dict[str, int]:
+        """How many records the namespace holds (``records``: every id, tombstones
+        included) and how many of them are ``current`` (valid at ``now``, not deleted),
+        ``superseded``, ``invalidated`` (closed with no successor) and ``deleted``."""
         ...
 
     def namespaces(self) -> list[str]:

@@ -474,15 +474,34 @@ class SqlStore:
 
     # -- inspection -------------------------------------------------------------
 
-    def ledger(self, namespace: str | None = None) -> list[LedgerEntry]:
+    def ledger(
+        self, namespace: str | None = None, record_id: str | None = None
+    ) -> list[LedgerEntry]:
         sql = "SELECT seq, at, op, namespace, record_id, version, actor, detail FROM ledger"
-        params: list[Any] = []
-        if namespace is not None:
-            sql += " WHERE namespace = ?"
-            params.append(namespace)
+        terms = [(column, value) for column, value in
+                 (("namespace", namespace), ("record_id", record_id)) if value is not None]  # fmt: skip
+        if terms:
+            sql += " WHERE " + " AND ".join(f"{column} = ?" for column, _ in terms)
         with self.db.read() as tx:
-            rows = tx.execute(sql + " ORDER BY seq", params).fetchall()
+            rows = tx.execute(sql + " ORDER BY seq", [value for _, value in terms]).fetchall()
         return [LedgerEntry(*row) for row in rows]
+
+    def record_counts(self, namespace: str, now: int) -> dict[str, int]:
+        live = "deleted_at IS NULL"
+        closed = f"{live} AND valid_to IS NOT NULL AND valid_to <= ?"
+        with self.db.read() as tx:
+            row = tx.execute(
+                "SELECT count(*),"
+                f" count(CASE WHEN {live} AND valid_from <= ?"
+                "  AND (valid_to IS NULL OR valid_to > ?) THEN 1 END),"
+                f" count(CASE WHEN {closed} AND superseded_by IS NOT NULL THEN 1 END),"
+                f" count(CASE WHEN {closed} AND superseded_by IS NULL THEN 1 END),"
+                " count(CASE WHEN deleted_at IS NOT NULL THEN 1 END)"
+                " FROM records WHERE namespace = ?",
+                (now, now, now, now, namespace),
+            ).fetchone()
+        names = ("records", "current", "superseded", "invalidated", "deleted")
+        return dict(zip(names, (int(value) for value in row), strict=True))
 
     def namespaces(self) -> list[str]:
         with self.db.read() as tx:

@@ -1,0 +1,35 @@
+// How a record stands, for showing it: the state its own fields say it is in.
+import { h } from './dom.js';
+
+/** Milliseconds of an RFC 3339 instant (microseconds cut to what Date holds). */
+export function ms(instant) {
+  return instant ? Date.parse(instant.replace(/(\.\d{3})\d+/, '$1')) : null;
+}
+
+/** deleted, superseded, invalidated (closed, no successor), future or current. */
+export function status(record, now = Date.now()) {
+  if (record.deleted_at) return 'deleted';
+  if (record.superseded_by) return 'superseded';
+  const end = ms(record.valid_to);
+  if (end !== null && end <= now) return 'invalidated';
+  if (ms(record.valid_from) > now) return 'future';
+  return 'current';
+}
+
+export function badge(state) {
+  return h('span', { class: `badge status-${state}` }, state);
+}
+
+/** The record as a timeline item: its validity, its state and its page. */
+export function item(record, href) {
+  return {
+    id: record.id,
+    label: record.content,
+    start: ms(record.valid_from),
+    end: ms(record.valid_to),
+    // a tombstone is valid nowhere, whatever its range says (SPEC §3)
+    live: !record.deleted_at,
+    status: status(record),
+    href,
+  };
+}

@@ -1,0 +1,207 @@
+"""The web inspector in a real headless Chromium against a real ``memstrata serve``:
+log in, search, open a record, move the "as of" cursor, hostile content, CSP, and the
+token kept out of every URL and log line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+from selenium.common.exceptions import NoAlertPresentException
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.remote.webdriver import WebDriver
+
+from .browser import wait
+from .conftest import Inspector
+from .seed import NS, XSS
+from .tour import idle, log_in, screenshots, search, visit
+
+
+def texts(driver: WebDriver, css: str) -> list[str]:
+    return [el.text for el in driver.find_elements(By.CSS_SELECTOR, css)]
+
+
+def valid_at_cursor(driver: WebDriver) -> list[str]:
+    return texts(driver, "#asof-current li[data-id]")
+
+
+def requested_urls(driver: WebDriver) -> list[str]:
+    """Every URL the page requested since the last call (Chromium's network log)."""
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+            urls.append(message["params"].get("documentURL", ""))
+    return urls
+
+
+def test_log_in_search_and_open_a_record(inspector: Inspector, browser: WebDriver) -> None:
+    log_in(browser, inspector.url, inspector.reader)
+    rows = {row[0]: row for row in (r.split() for r in texts(browser, "#namespaces tbody tr"))}
+    # namespace, records, current, superseded, invalidated, deleted, vector/graph backlog
+    assert rows["team"][1:8] == ["8", "3", "2", "1", "1", "0", "0"]
+    assert rows["ops"][1:3] == ["1", "1"]
+
+    visit(browser, inspector.url, f"search/{NS}")
+    search(browser, "Alice works")
+    first = browser.find_element(By.CSS_SELECTOR, ".hit")
+    assert first.get_attribute("data-id") == inspector.seeded.globex
+    assert "Alice works at Globex" in first.text and "current" in first.text
+    assert "lexical" in first.text and "BM25" in first.text  # the hit's signals
+    assert "Alice works at Acme" not in texts(browser, ".hit .content")  # superseded: not now
+
+    # as of a past date, through the form's time options
+    browser.find_element(By.CSS_SELECTOR, "input[name=time][value=as_of]").click()
+    browser.find_element(By.ID, "f-as_of").send_keys("2023-09-01")
+    search(browser, "Alice works")
+    assert texts(browser, ".hit .content")[0] == "Alice works at Acme"
+
+    browser.find_element(By.CSS_SELECTOR, ".hit .record-link").click()
+    wait(browser, lambda d: d.find_elements(By.ID, "record-fields"), "no record page")
+    idle(browser)
+    assert browser.find_element(By.ID, "record-content").text == "Alice works at Acme"
+    chain = browser.find_elements(By.CSS_SELECTOR, "#chain li.link")
+    assert [li.get_attribute("data-id") for li in chain] == [
+        inspector.seeded.acme,
+        inspector.seeded.globex,
+    ]
+    assert "superseded" in chain[0].text and "current" in chain[1].text
+    ops = texts(browser, "#ledger tbody tr td:nth-child(3)")
+    assert ops == ["create", "close"]  # written, then closed by its successor
+    assert texts(browser, "#versions tbody tr td:first-child") == ["2", "1"]
+
+
+def test_the_cursor_changes_the_current_record(inspector: Inspector, browser: WebDriver) -> None:
+    log_in(browser, inspector.url, inspector.reader)
+    visit(browser, inspector.url, f"timeline/{NS}?record={inspector.seeded.acme}")
+    bars = browser.find_elements(By.CSS_SELECTOR, "svg.timeline rect.bar")
+    assert [bar.get_attribute("data-id") for bar in bars] == [
+        inspector.seeded.acme,
+        inspector.seeded.globex,
+    ]
+    assert "status-superseded" in (bars[0].get_attribute("class") or "")
+    assert valid_at_cursor(browser) == ["Alice works at Globex"]  # the cursor starts at now
+
+    slider = browser.find_element(By.ID, "asof-cursor")
+    low, high = float(slider.get_attribute("min") or 0), float(slider.get_attribute("max") or 0)
+    # a person clicks the slider a fifth of the way along: mid-2023, when Acme was true
+    width = slider.size["width"]
+    ActionChains(browser).move_to_element_with_offset(slider, int(-width * 0.3), 0).click().perform()
+    wait(browser, lambda d: valid_at_cursor(d) == ["Alice works at Acme"], "cursor did not move")
+    instant = browser.find_element(By.ID, "asof-instant").text
+    assert "2023" in instant
+    assert "valid" in (bars[0].get_attribute("class") or "")
+    assert low < float(slider.get_attribute("value") or 0) < high
+
+    slider.send_keys(Keys.END)
+    wait(browser, lambda d: valid_at_cursor(d) == ["Alice works at Globex"], "End did not move it")
+    slider.send_keys(Keys.HOME)  # before anything was valid
+    wait(browser, lambda d: valid_at_cursor(d) == [], "Home did not move it")
+
+
+def test_a_query_timeline_shows_each_state_distinctly(
+    inspector: Inspector, browser: WebDriver
+) -> None:
+    log_in(browser, inspector.url, inspector.reader)
+    visit(browser, inspector.url, f"timeline/{NS}?q=works+leads+sits+moves")
+    states = {
+        bar.get_attribute("data-id"): (bar.get_attribute("class") or "").split()
+        for bar in browser.find_elements(By.CSS_SELECTOR, "svg.timeline rect.bar")
+    }
+    seeded = inspector.seeded
+    assert "status-superseded" in states[seeded.acme]
+    assert "status-current" in states[seeded.globex]
+    assert "status-invalidated" in states[seeded.invalidated]
+    assert "status-deleted" in states[seeded.deleted]
+    assert any("status-future" in classes for classes in states.values())
+    assert seeded.deleted not in [
+        li.get_attribute("data-id")
+        for li in browser.find_elements(By.CSS_SELECTOR, "#asof-current li")
+    ]  # a tombstone is valid nowhere
+
+
+def test_hostile_content_renders_as_text(inspector: Inspector, browser: WebDriver) -> None:
+    log_in(browser, inspector.url, inspector.reader)
+    visit(browser, inspector.url, f"record/{NS}/{inspector.seeded.xss}")
+    assert browser.find_element(By.ID, "record-content").text == XSS
+    visit(browser, inspector.url, f"search/{NS}")
+    search(browser, "script alert")
+    assert XSS in texts(browser, ".hit .content")
+    visit(browser, inspector.url, f"timeline/{NS}?q=script+alert")
+    assert XSS in texts(browser, "svg.timeline .bar-label")
+    assert browser.execute_script("return document.querySelectorAll('#main script').length") == 0
+    try:
+        browser.switch_to.alert
+        raise AssertionError("an alert fired")
+    except NoAlertPresentException:
+        pass
+
+
+def test_verify_needs_an_admin_token(inspector: Inspector, browser: WebDriver) -> None:
+    target = inspector.seeded.globex
+    log_in(browser, inspector.url, inspector.reader)
+    visit(browser, inspector.url, f"record/{NS}/{target}")
+    browser.find_element(By.ID, "reviewer").send_keys("rita", Keys.ENTER)
+    wait(browser, lambda d: "memstrata.auth.forbidden" in d.find_element(By.ID, "verify-status").text)
+
+    browser.find_element(By.ID, "logout").click()
+    log_in(browser, inspector.url, inspector.admin)
+    visit(browser, inspector.url, f"record/{NS}/{target}")
+    browser.find_element(By.ID, "reviewer").send_keys("rita", Keys.ENTER)
+    wait(browser, lambda d: not d.find_elements(By.ID, "verify"), "verify did not re-render")
+    idle(browser)
+    assert "verified" in browser.find_element(By.ID, "record-fields").text
+    assert texts(browser, "#ledger tbody tr td:nth-child(3)")[-1] == "verify"
+
+
+def test_entity_page_shows_relationships_over_time(
+    inspector: Inspector, browser: WebDriver
+) -> None:
+    log_in(browser, inspector.url, inspector.reader)
+    visit(browser, inspector.url, f"entities/{NS}")
+    browser.find_element(By.LINK_TEXT, "Ada").click()
+    wait(browser, lambda d: d.find_elements(By.ID, "relationships"))
+    idle(browser)
+    labels = texts(browser, "svg.timeline .bar-label")
+    assert {"Ada works_on Apollo", "Ada works_on Hermes", "Ada mentors Grace"} <= set(labels)
+    assert valid_at_cursor(browser) and "Ada works_on Apollo" not in valid_at_cursor(browser)
+    browser.find_element(By.ID, "asof-cursor").send_keys(Keys.HOME)
+    wait(browser, lambda d: valid_at_cursor(d) == [], "Home did not move the cursor")
+
+
+def test_the_login_page_refuses_a_bad_token(inspector: Inspector, browser: WebDriver) -> None:
+    browser.get(f"{inspector.url}/ui/")
+    wait(browser, lambda d: d.find_element(By.ID, "token")).send_keys("mst_wrong", Keys.ENTER)
+    wait(browser, lambda d: "memstrata.auth.unauthenticated" in d.find_element(By.ID, "login-status").text)
+    assert browser.execute_script("return sessionStorage.length") == 0
+
+
+def test_csp_and_the_token_stays_out_of_urls_and_logs(
+    inspector: Inspector, browser: WebDriver, shots: Path
+) -> None:
+    for path in ("/ui", "/ui/", "/ui/app.js", "/ui/views/search.js", "/ui/style.css", "/ui/nope"):
+        answer = httpx.get(inspector.url + path, follow_redirects=False)
+        policy = answer.headers.get("content-security-policy", "")
+        assert "script-src 'self'" in policy and "default-src 'none'" in policy, path
+        assert "unsafe-inline" not in policy and "unsafe-eval" not in policy
+        assert answer.headers["x-content-type-options"] == "nosniff"
+    assert "content-security-policy" not in httpx.get(inspector.url + "/healthz").headers
+
+    # a walk through every view (its screenshots are the ones docs/img keeps)
+    browser.get_log("performance")
+    made = screenshots(browser, inspector.url, inspector.reader, inspector.seeded, shots)
+    assert [p.name for p in made] == [
+        f"ui-{view}.png" for view in ("login", "namespaces", "search", "record", "timeline", "entity")
+    ]
+    assert all(p.read_bytes().startswith(b"\x89PNG") and p.stat().st_size > 10_000 for p in made)
+    urls = requested_urls(browser)
+    assert any("/v1/namespaces/team/search" in url for url in urls)
+    assert not [url for url in urls if inspector.reader in url]
+    assert inspector.reader not in browser.current_url
+    assert browser.execute_script("return document.cookie") == ""
+    assert not [line for line in inspector.server.lines if inspector.reader in line]
+    assert not [e for e in browser.get_log("browser") if "Content Security Policy" in e["message"]]
