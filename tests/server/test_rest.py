@@ -476,3 +476,26 @@ def test_healthz_and_openapi(anonymous: httpx.Client) -> None:
     }
     assert "HTTPValidationError" not in schema["components"]["schemas"]
     assert schema["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+
+
+def test_a_records_ledger_and_the_audits_counts(
+    writer: httpx.Client, reader: httpx.Client, anonymous: httpx.Client, ns: str
+) -> None:
+    upsert(writer, ns, {"id": "a/1", "content": "one", "valid_from": "2023-01-01"})
+    revised = writer.post(f"/v1/namespaces/{ns}/records/a%2F1/invalidate", json={})
+    assert revised.status_code == 200, revised.text
+    entries = reader.get(f"/v1/namespaces/{ns}/records/a%2F1/ledger")
+    assert entries.status_code == 200, entries.text
+    assert [(e["op"], e["record_id"], e["version"]) for e in entries.json()["entries"]] == [
+        ("create", "a/1", 1),
+        ("invalidate", "a/1", 2),
+    ]
+    assert entries.json()["entries"][0]["at"].endswith("Z")
+    error_of(reader.get(f"/v1/namespaces/{ns}/records/nope/ledger"), 404, "memstrata.not_found")
+    error_of(
+        anonymous.get(f"/v1/namespaces/{ns}/records/a%2F1/ledger"),
+        401,
+        "memstrata.auth.unauthenticated",
+    )
+    counts = reader.get(f"/v1/namespaces/{ns}/audit").json()["records"]
+    assert counts == {"records": 1, "current": 0, "superseded": 0, "invalidated": 1, "deleted": 0}

@@ -37,6 +37,11 @@ def chromium(width: int = 1280, height: int = 900) -> WebDriver:
         "--disable-background-networking",
         "--disable-component-update",
         "--disable-sync",
+        "--disable-default-apps",
+        "--disable-domain-reliability",
+        "--disable-client-side-phishing-detection",
+        "--no-pings",
+        "--no-default-browser-check",
         f"--window-size={width},{height}",
     ):
         options.add_argument(argument)

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from selenium.webdriver.remote.webdriver import WebDriver
-
 from tests.server.harness import Server, start_server, write_config
 from tests.support.pg import on_ci
 
@@ -49,8 +48,8 @@ def inspector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Inspector]:
         server.stop()
 
 
-@pytest.fixture
-def browser() -> Iterator[WebDriver]:
+@pytest.fixture(scope="module")
+def chromium_session() -> Iterator[WebDriver]:
     if MISSING:
         if on_ci():
             pytest.fail(MISSING)
@@ -60,6 +59,16 @@ def browser() -> Iterator[WebDriver]:
         yield driver
     finally:
         driver.quit()
+
+
+@pytest.fixture
+def browser(chromium_session: WebDriver, inspector: Inspector) -> WebDriver:
+    """The module's browser, logged out, on a blank inspector page, its logs drained."""
+    chromium_session.get(f"{inspector.url}/ui/#/login")
+    chromium_session.execute_script("sessionStorage.clear()")
+    chromium_session.get_log("performance")
+    chromium_session.get_log("browser")
+    return chromium_session
 
 
 @pytest.fixture

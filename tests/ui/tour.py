@@ -73,7 +73,7 @@ def screenshots(driver: WebDriver, base: str, secret: str, seeded: Seeded, out: 
     visit(driver, base, f"search/{NS}")
     search(driver, "Alice works")
     shot("search")
-    visit(driver, base, f"record/{NS}/{seeded.globex}")
+    visit(driver, base, f"record/{NS}/{seeded.acme}")
     shot("record")
     visit(driver, base, f"timeline/{NS}?q=works+on+at+leads+sits+moves&time=historical")
     shot("timeline")

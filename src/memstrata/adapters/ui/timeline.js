@@ -95,7 +95,10 @@ export function timeline(items, { now = Date.now(), cursor = now, onCursor } = {
   slider.addEventListener('input', () => setCursor(Number(slider.value)));
   const element = h('div', { class: 'timeline-box' },
     chart,
-    h('div', { class: 'cursor-row' }, h('label', { for: 'asof-cursor' }, 'as of'), slider, label),
+    // the slider spans the chart's width, so its thumb stands under the cursor line
+    slider,
+    h('div', { class: 'cursor-row' }, h('label', { for: 'asof-cursor' }, 'as of'), label,
+      h('small', { class: 'muted' }, 'drag, click, or use the arrow, Home and End keys')),
     h('div', { class: 'asof-panel' }, h('h3', {}, 'Valid at the cursor'), current),
     legend());
   setCursor(cursor);

@@ -478,8 +478,8 @@ class SqlStore:
         self, namespace: str | None = None, record_id: str | None = None
     ) -> list[LedgerEntry]:
         sql = "SELECT seq, at, op, namespace, record_id, version, actor, detail FROM ledger"
-        terms = [(column, value) for column, value in
-                 (("namespace", namespace), ("record_id", record_id)) if value is not None]  # fmt: skip
+        given = (("namespace", namespace), ("record_id", record_id))
+        terms = [(column, value) for column, value in given if value is not None]
         if terms:
             sql += " WHERE " + " AND ".join(f"{column} = ?" for column, _ in terms)
         with self.db.read() as tx:
