@@ -76,6 +76,31 @@ def test_log_in_search_and_open_a_record(inspector: Inspector, browser: WebDrive
     assert texts(browser, "#versions tbody tr td:first-child") == ["2", "1"]
 
 
+def test_the_form_sends_scope_and_time_options(inspector: Inspector, browser: WebDriver) -> None:
+    log_in(browser, inspector.url, inspector.reader)
+    visit(browser, inspector.url, f"search/{NS}")
+    browser.find_element(By.CSS_SELECTOR, "input[name=time][value=historical]").click()
+    browser.find_element(By.ID, "f-predicates").send_keys("priority GTE 3")
+    browser.find_element(By.ID, "f-filter").send_keys("team=core")
+    browser.find_element(By.ID, "f-tags").send_keys("work")
+    browser.find_element(By.ID, "f-top_k").send_keys("5")
+    search(browser, "Alice")
+    found = {el.get_attribute("data-id") for el in browser.find_elements(By.CSS_SELECTOR, ".hit")}
+    assert found == {inspector.seeded.acme, inspector.seeded.globex}
+    assert "superseded" in browser.find_element(By.ID, "results").text
+
+    browser.find_element(By.CSS_SELECTOR, "input[name=time][value=between]").click()
+    browser.find_element(By.ID, "f-from").send_keys("2023-02-01")
+    browser.find_element(By.ID, "f-until").send_keys("2023-03-01")
+    search(browser, "Alice")
+    assert texts(browser, ".hit .content") == ["Alice works at Acme"]
+
+    browser.find_element(By.ID, "f-predicates").send_keys("\npriority GTE x")
+    search(browser, "Alice")  # the server's own message, naming the field
+    assert "memstrata.input.invalid" in browser.find_element(By.ID, "results").text
+    assert "priority" not in browser.current_url.split("#")[0]
+
+
 def test_the_cursor_changes_the_current_record(inspector: Inspector, browser: WebDriver) -> None:
     log_in(browser, inspector.url, inspector.reader)
     visit(browser, inspector.url, f"timeline/{NS}?record={inspector.seeded.acme}")

@@ -57,9 +57,13 @@ export function timeline(items, { now = Date.now(), cursor = now, onCursor } = {
   items.forEach((it, row) => {
     const top = AXIS + row * ROW;
     const end = it.end ?? hi;
+    // a bar that starts in the right part of the chart is labelled leftwards from its end
+    const late = x(it.start) > WIDTH * 0.6;
     const link = s('a', { href: it.href, class: 'bar-link' },
-      s('text', { class: 'bar-label', x: Math.max(x(it.start), LEFT) + 2, y: top + 13 },
-        it.label.length > 90 ? `${it.label.slice(0, 90)}…` : it.label),
+      s('text', {
+        class: 'bar-label', y: top + 13, x: late ? x(end) - 2 : Math.max(x(it.start), LEFT) + 2,
+        'text-anchor': late ? 'end' : 'start',
+      }, it.label.length > 90 ? `${it.label.slice(0, 90)}…` : it.label),
       s('rect', {
         class: `bar status-${it.status}${it.end === null ? ' open' : ''}`,
         x: x(it.start), y: top + 18, width: Math.max(x(end) - x(it.start), 2), height: 14,
