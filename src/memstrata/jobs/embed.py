@@ -105,6 +105,7 @@ def run_embed_job(
                 break
             vectors = embedder.embed_documents([content for _, _, content in pending])
             done += store.store_vectors(
+                namespace,
                 embedder.embedder_id,
                 [(rowid, digest, vectors[i]) for i, (rowid, digest, _) in enumerate(pending)],
             )

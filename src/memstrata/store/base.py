@@ -153,9 +153,11 @@ class Store(Protocol):
         """How many records of the namespace have no vector for ``embedder_id``."""
         ...
 
-    def store_vectors(self, embedder_id: str, items: Sequence[tuple[int, str, np.ndarray]]) -> int:
-        """Stores derived vectors of (rowid, content hash) pairs whose content is
-        still that hash; returns how many were stored."""
+    def store_vectors(
+        self, namespace: str, embedder_id: str, items: Sequence[tuple[int, str, np.ndarray]]
+    ) -> int:
+        """Stores derived vectors of the namespace's (rowid, content hash) pairs whose
+        content is still that hash; returns how many were stored."""
         ...
 
     def clear_vectors(self, namespace: str, embedder_id: str) -> int:

@@ -314,10 +314,12 @@ class SqlStore:
             ).fetchone()
         return int(row[0]) if row else 0
 
-    def store_vectors(self, embedder_id: str, items: Sequence[tuple[int, str, np.ndarray]]) -> int:
-        """Stores derived vectors for (rowid, content_hash) pairs whose content is still
-        that hash — a record rewritten meanwhile is left for the next pass. Touches no
-        record. Returns how many were stored."""
+    def store_vectors(
+        self, namespace: str, embedder_id: str, items: Sequence[tuple[int, str, np.ndarray]]
+    ) -> int:
+        """Stores derived vectors for the namespace's (rowid, content_hash) pairs whose
+        content is still that hash — a record rewritten meanwhile is left for the next
+        pass. Touches no record. Returns how many were stored."""
         if not items:
             return 0
         d = self.dialect
@@ -325,20 +327,18 @@ class SqlStore:
 
         def work(tx: Tx) -> int:
             current = {
-                row[0]: (row[1], row[2])
+                row[0]: row[1]
                 for row in tx.execute(
-                    f"SELECT rowid, namespace, content_hash FROM records WHERE {test}"
+                    f"SELECT rowid, content_hash FROM records WHERE namespace = ? AND {test}"
                     + d.lock_for_share,
-                    params,
+                    [namespace, *params],
                 ).fetchall()
             }
+            writes = Writes(d, tx, namespace, now=0, actor="")
             stored = 0
             for rowid, content_hash, vector in items:
-                found = current.get(rowid)
-                if found is not None and found[1] == content_hash:
-                    Writes(d, tx, found[0], now=0, actor="").store_vector(
-                        rowid, embedder_id, vector
-                    )
+                if current.get(rowid) == content_hash:
+                    writes.store_vector(rowid, embedder_id, vector)
                     stored += 1
             return stored
 
