@@ -42,6 +42,7 @@ from memstrata.extraction.config import ExtractorConfig
 from memstrata.memory import Memory
 from memstrata.memory import open_memory as open_embedded
 from memstrata.service import Policy
+from memstrata.store import StorageOptions
 
 CONFIG_ENV = "MEMSTRATA_CONFIG"
 DEFAULT_HOST = "127.0.0.1"
@@ -59,6 +60,26 @@ class StorageSettings(BaseModel):
         description="A SQLite file path or sqlite:///PATH URL "
         "(default: MEMSTRATA_DB, else memstrata.db in the user data directory)",
     )
+    pool_size: int = Field(
+        default=10, ge=1, le=1000, description="PostgreSQL: connections in the pool at most"
+    )
+    pool_timeout: float = Field(
+        default=10.0, gt=0, le=3600,
+        description="PostgreSQL: seconds a request waits for a pooled connection "
+        "(then memstrata.storage.unavailable)",
+    )  # fmt: skip
+    statement_timeout: float = Field(
+        default=0.0, ge=0, le=86400,
+        description="PostgreSQL: seconds a statement may run before it is cancelled "
+        "(memstrata.storage.unavailable); 0 = no limit",
+    )  # fmt: skip
+
+    def options(self) -> StorageOptions:
+        return StorageOptions(
+            pool_size=self.pool_size,
+            pool_timeout=self.pool_timeout,
+            statement_timeout=self.statement_timeout,
+        )
 
 
 MAX_WORKERS = 64
@@ -288,4 +309,5 @@ def open_memory(settings: Settings, *, background_jobs: bool = True) -> Memory:
             for name, ns in settings.namespaces.items()
             if ns.text_search is not None
         },
+        storage=settings.storage.options(),
     )

@@ -29,6 +29,7 @@ from memstrata.jobs.folder import DEFAULT_MAX_BYTES
 from memstrata.jobs.mining import MineReport, MineRequest
 from memstrata.service import Policy, Service
 from memstrata.service_graph import NameLike
+from memstrata.store import StorageOptions
 
 RecordLike = Record | Mapping[str, Any]
 
@@ -245,6 +246,7 @@ def open_memory(
     create: bool = True,
     extractor: ExtractorSpec = None,
     text_search: Mapping[str, str] | None = None,
+    storage: StorageOptions | None = None,
 ) -> Memory:
     """Opens (creating if needed) a memory store: a path, a ``sqlite:///`` URL or a
     ``postgresql://`` URL (PostgreSQL with pgvector ≥ 0.8; needs the postgres extra).
@@ -262,11 +264,12 @@ def open_memory(
     ``"http"``, an extractor config (or its dict) or an ``Extractor``.
     ``text_search`` binds namespaces to a text-search language for lexical search:
     ``"english"`` (the default: stop words dropped, words stemmed) or ``"simple"``
-    (every word as written, lower-cased); changing it re-indexes the namespace."""
+    (every word as written, lower-cased); changing it re-indexes the namespace.
+    ``storage`` sizes a PostgreSQL store's pool and its timeouts."""
     default = build_embedder(embedder, cache_size)
     overrides = {ns: build_embedder(spec, cache_size) for ns, spec in (embedders or {}).items()}
     chosen, min_confidence = build_extractor(extractor)
-    opened = store.open_store(resolve_target(target), create=create)
+    opened = store.open_store(resolve_target(target), create=create, options=storage)
     binding = EmbedderBinding(default, overrides)
     return Memory(
         Service(

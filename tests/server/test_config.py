@@ -145,3 +145,15 @@ def test_exposure_rule() -> None:
     Settings(server={"host": "0.0.0.0"}).check_exposure()  # auth on: fine
     with pytest.raises(InvalidInput, match="not a loopback address"):
         Settings(server={"host": "0.0.0.0"}, auth={"enabled": False}).check_exposure()
+
+
+def test_storage_pool_and_timeouts_from_file_and_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "pool.toml"
+    path.write_text("[storage]\npool_size = 3\nstatement_timeout = 2.5\n")
+    monkeypatch.setenv("MEMSTRATA_STORAGE__POOL_TIMEOUT", "7")
+    options = load_settings(path).storage.options()
+    assert (options.pool_size, options.pool_timeout, options.statement_timeout) == (3, 7.0, 2.5)
+    with pytest.raises(InvalidInput, match=r"config\.storage\.pool_size"):
+        load_settings(None, {"storage": {"pool_size": 0}})

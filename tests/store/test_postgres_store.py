@@ -20,6 +20,7 @@ from memstrata.domain.time import now_us
 from memstrata.domain.validation import parse_model
 from memstrata.embedding import HashEmbedder
 from memstrata.memory import resolve_target
+from memstrata.store import StorageOptions
 from memstrata.store.postgres import vectors
 from memstrata.store.postgres.connection import Connection, with_schema
 from memstrata.store.postgres.dialect import PostgresDialect
@@ -191,3 +192,22 @@ def test_a_migrated_schema_has_nothing_pending(pg_target: str) -> None:
     memstrata.open(pg_target, embedder="none").close()
     with psycopg.connect(pg_target) as conn:
         assert not pending(Connection(conn))
+
+
+def test_pool_size_and_statement_timeout_are_the_store_options(pg_target: str) -> None:
+    options = StorageOptions(pool_size=2, pool_timeout=0.5, statement_timeout=0.2)
+    with memstrata.open(pg_target, embedder="none", storage=options) as m:
+        store = m.service.store
+        assert isinstance(store, SqlStore) and isinstance(store.dialect, PostgresDialect)
+        db = store.dialect.db
+        assert db.pool.max_size == 2
+        with db.read() as conn:
+            conn.execute("SELECT pg_sleep(0.05)")  # within the limit
+        with pytest.raises(memstrata.StorageUnavailable) as cancelled, db.read() as conn:
+            conn.execute("SELECT pg_sleep(5)")
+        assert "storage.statement_timeout" in cancelled.value.message
+        # both connections taken: a third waits, then gives up
+        with db.read(), db.read(), pytest.raises(memstrata.StorageUnavailable), db.read():
+            pass
+        m.add("ns", "the store still works")  # nothing was left broken
+        assert m.search("ns", "works").ids()

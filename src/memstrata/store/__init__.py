@@ -5,12 +5,26 @@ target names live under this package and nowhere else."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from memstrata.domain.errors import InvalidInput, NotFound
 from memstrata.store.base import Store
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+@dataclass(frozen=True)
+class StorageOptions:
+    """How a server store uses its database (PostgreSQL; SQLite has no pool).
+
+    ``pool_size`` connections at most; a request waits up to ``pool_timeout``
+    seconds for one (then ``memstrata.storage.unavailable``); a statement running
+    longer than ``statement_timeout`` seconds is cancelled (0: never)."""
+
+    pool_size: int = 10
+    pool_timeout: float = 10.0
+    statement_timeout: float = 0.0
 
 
 def resolve_target(target: str | os.PathLike[str]) -> str:
@@ -32,7 +46,9 @@ def resolve_target(target: str | os.PathLike[str]) -> str:
     return str(Path(text).expanduser())
 
 
-def open_store(target: str | os.PathLike[str], *, create: bool = True) -> Store:
+def open_store(
+    target: str | os.PathLike[str], *, create: bool = True, options: StorageOptions | None = None
+) -> Store:
     """The store a target names (see :func:`resolve_target`), its schema migrated.
 
     With ``create=False`` (what a read asks for) a SQLite file that does not exist is
@@ -57,7 +73,7 @@ def open_store(target: str | os.PathLike[str], *, create: bool = True) -> Store:
                 f"storage url {resolved.split('://', 1)[0]}://… needs the PostgreSQL driver "
                 f"({error.name} is missing): pip install 'memstrata[postgres]'"
             ) from None
-        return SqlStore(PostgresDialect(resolved))
+        return SqlStore(PostgresDialect(resolved, options=options or StorageOptions()))
     from memstrata.store.sqlite.dialect import SqliteDialect
 
     return SqlStore(SqliteDialect(resolved))

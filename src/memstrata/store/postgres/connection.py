@@ -11,6 +11,7 @@ database state — so concurrent writers wait for each other instead of failing.
 from __future__ import annotations
 
 import logging
+import select
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -119,8 +120,21 @@ def connect(url: str) -> psycopg.Connection[Any]:
         raise unavailable(url, error) from None
 
 
+def still_connected(conn: psycopg.Connection[Any]) -> None:
+    """The pool's check of a connection it is about to hand out. An idle connection
+    has nothing to read unless the server has spoken: after a restart, its notice
+    that it shut down, then the end of the stream. Only then is a round trip spent
+    (and fails, so the pool discards the connection and makes a new one): a server
+    that went away costs the next request nothing, and a healthy one costs a poll."""
+    if select.select([conn.fileno()], [], [], 0)[0]:
+        ConnectionPool.check_connection(conn)
+
+
 class Database:
-    """A connection pool on one PostgreSQL database (and search_path)."""
+    """A connection pool on one PostgreSQL database (and search_path).
+
+    ``timeout``: seconds a caller waits for a connection; ``statement_timeout``:
+    seconds (0: no limit) before the server cancels a statement of this pool."""
 
     def __init__(
         self,
@@ -128,15 +142,27 @@ class Database:
         *,
         min_size: int = 1,
         max_size: int = 10,
+        timeout: float = 10.0,
+        statement_timeout: float = 0.0,
         configure: Callable[[psycopg.Connection[Any]], None] | None = None,
     ) -> None:
         self.url = url
+        limit = round(statement_timeout * 1000)
+
+        def prepared(conn: psycopg.Connection[Any]) -> None:
+            if limit:
+                conn.execute(f"SET statement_timeout = {limit}".encode())  # an int of ours
+            if configure is not None:
+                configure(conn)
+
         self.pool = ConnectionPool(
             url,
             min_size=min_size,
             max_size=max_size,
+            timeout=timeout,
             kwargs=connect_options(url),
-            configure=configure,
+            configure=prepared,
+            check=still_connected,
             open=False,
             name="memstrata",
         )
@@ -156,6 +182,11 @@ class Database:
                 yield conn
         except RETRYABLE:
             raise
+        except errors.QueryCanceled as error:
+            raise StorageUnavailable(
+                f"a statement on {redacted(self.url)} was cancelled ({error}); raise "
+                "storage.statement_timeout if it is expected to take this long"
+            ) from None
         except UNAVAILABLE as error:
             raise unavailable(self.url, error) from None
 

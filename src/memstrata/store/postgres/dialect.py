@@ -22,6 +22,7 @@ from pgvector.psycopg import register_vector
 from memstrata.domain.errors import InvalidInput
 from memstrata.domain.records import Record
 from memstrata.domain.time import now_us
+from memstrata.store import StorageOptions
 from memstrata.store.postgres import vectors
 from memstrata.store.postgres.connection import Connection, Database, connect
 from memstrata.store.postgres.migrations import apply_migrations
@@ -100,12 +101,18 @@ class PostgresDialect(Dialect):
     lock_for_update = " FOR UPDATE"
     lock_for_share = " FOR SHARE"
 
-    def __init__(self, url: str, *, pool_size: int = 10, exact_limit: int = EXACT_LIMIT) -> None:
+    def __init__(
+        self, url: str, *, options: StorageOptions | None = None, exact_limit: int = EXACT_LIMIT
+    ) -> None:
         self.url = url
         self.exact_limit = exact_limit
+        options = options or StorageOptions()
         with connect(url) as conn:
             apply_migrations(Connection(conn), now_us())
-        self.db: Database = Database(url, max_size=pool_size, configure=_configure)
+        self.db: Database = Database(
+            url, max_size=options.pool_size, timeout=options.pool_timeout,
+            statement_timeout=options.statement_timeout, configure=_configure,
+        )  # fmt: skip
         self._indexes = vectors.VectorIndexes()
         self._statistics = FreshStatistics()
 
