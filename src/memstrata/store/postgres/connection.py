@@ -37,21 +37,82 @@ def _native(sql: str) -> str:
     return sql.replace("?", "%s")
 
 
-class Connection:
-    """A psycopg connection that also takes the shared SQL's ``?`` placeholders;
-    everything else is the psycopg connection's (``raw``)."""
+#: Bound parameters per multi-row INSERT (the protocol's limit is 65,535).
+PARAMETERS_PER_STATEMENT = 30_000
 
-    __slots__ = ("raw",)
+
+class Deferred:
+    """Rows held back for one table: sent as multi-row INSERTs, many records' rows
+    per statement, when the transaction next does anything else or ends. ``row`` is
+    one row's ``VALUES`` tuple, ``suffix`` follows the VALUES (ON CONFLICT …);
+    rows with the same ``key`` replace each other (a later one wins)."""
+
+    __slots__ = ("head", "row", "suffix", "rows", "width")
+
+    def __init__(
+        self, table: str, columns: Sequence[str], row: str, suffix: str, overriding: bool
+    ) -> None:
+        identity = " OVERRIDING SYSTEM VALUE" if overriding else ""
+        self.head = f"INSERT INTO {table} ({', '.join(columns)}){identity} VALUES "
+        self.row, self.suffix, self.width = row, suffix, len(columns)
+        self.rows: dict[Any, Sequence[Any]] = {}
+
+    def statements(self) -> Iterator[tuple[bytes, list[Any]]]:
+        rows = list(self.rows.values())
+        per = max(1, PARAMETERS_PER_STATEMENT // self.width)
+        for start in range(0, len(rows), per):
+            chunk = rows[start : start + per]
+            sql = self.head + ", ".join([self.row] * len(chunk)) + self.suffix
+            yield sql.encode(), [value for row in chunk for value in row]
+
+
+class Connection:
+    """A psycopg connection that also takes the shared SQL's ``?`` placeholders, and
+    holds back inserted rows (:meth:`defer`) until the next other statement; everything
+    else is the psycopg connection's (``raw``)."""
+
+    __slots__ = ("raw", "pending")
 
     def __init__(self, raw: psycopg.Connection[Any]) -> None:
         self.raw = raw
+        self.pending: dict[str, Deferred] = {}
+
+    def defer(
+        self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *,
+        row: str | None = None, suffix: str = "", key: Callable[[Sequence[Any]], Any] | None = None,
+        overriding: bool = False,
+    ) -> None:  # fmt: skip
+        """Inserts ``rows`` later, in order, with the rows deferred before them (the
+        table's first rows fix the row template; ``overriding``: values given for an
+        identity column)."""
+        deferred = self.pending.get(table)
+        if deferred is None:
+            template = row or "(" + ", ".join("%s" for _ in columns) + ")"
+            deferred = Deferred(table, columns, template, suffix, overriding)
+            self.pending[table] = deferred
+        for values in rows:
+            deferred.rows[key(values) if key else len(deferred.rows)] = values
+
+    def flush(self) -> None:
+        """Sends every deferred row: ``records`` first (the other tables point at it)."""
+        if not self.pending:
+            return
+        pending, self.pending = self.pending, {}
+        tables = sorted(pending, key=lambda table: table != "records")
+        for table in tables:
+            for sql, params in pending[table].statements():
+                self.raw.execute(sql, params, prepare=False)  # each length its own text
 
     def execute(self, sql: Any, params: Any = None) -> psycopg.Cursor[Any]:
+        if self.pending:
+            self.flush()
         if params is None:  # no placeholders are parsed at all
             return self.raw.execute(sql)
         return self.raw.execute(_native(sql) if isinstance(sql, str) else sql, params)
 
     def executemany(self, sql: str, rows: Sequence[Any]) -> None:
+        if self.pending:
+            self.flush()
         with self.raw.cursor() as cursor:
             cursor.executemany(_native(sql), rows)
 
@@ -202,7 +263,9 @@ class Database:
     def atomic(self) -> Iterator[Connection]:
         """One write transaction (READ COMMITTED; lock what you read with FOR UPDATE)."""
         with self._pooled() as conn, conn.transaction():
-            yield Connection(conn)
+            tx = Connection(conn)
+            yield tx
+            tx.flush()  # rows held back are part of the transaction
 
     @contextmanager
     def snapshot(self) -> Iterator[Connection]:
@@ -216,7 +279,9 @@ class Database:
         """``atomic()`` in pipeline mode: statements whose results nobody reads are
         sent without waiting, so a write costs a few round trips, not one per row."""
         with self._pooled() as conn, conn.pipeline(), conn.transaction():
-            yield Connection(conn)
+            tx = Connection(conn)
+            yield tx
+            tx.flush()
 
     def write(self, work: Callable[[Connection], T], *, pipeline: bool = True) -> T:
         """Runs ``work`` in one transaction, again from the start when it loses a race."""

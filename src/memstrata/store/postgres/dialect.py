@@ -38,10 +38,13 @@ log = logging.getLogger("memstrata.store.postgres")
 EXACT_LIMIT = 10_000
 
 # rowids are drawn from the identity's sequence up front (reserve_rowids), so an
-# insert needs no RETURNING and a whole batch is sent without waiting on each row
-_INSERT = (
-    f"INSERT INTO records (rowid, {', '.join(ROW_FIELDS)}) OVERRIDING SYSTEM VALUE "
-    f"VALUES (%(rowid)s, {', '.join('%(' + name + ')s' for name in ROW_FIELDS)})"
+# insert needs no RETURNING and a whole batch's rows go out in a few statements
+_RECORD_COLUMNS = ("rowid", *ROW_FIELDS)
+_RECORD_ROW = "(" + ", ".join("%s" for _ in range(len(ROW_FIELDS) + 1)) + ")"
+_VECTOR_COLUMNS = ("namespace", "record", "embedder_id", "dimensions", "embedding")
+_VECTOR_UPSERT = (
+    " ON CONFLICT (namespace, record, embedder_id) DO UPDATE SET"
+    " dimensions = excluded.dimensions, embedding = excluded.embedding"
 )
 _UPDATE = (
     f"UPDATE records SET {', '.join(f'{name} = %({name})s' for name in ROW_FIELDS)} "
@@ -160,10 +163,16 @@ class PostgresDialect(Dialect):
         ).fetchall()
         return [row[0] for row in rows]
 
+    def insert_rows(
+        self, tx: Connection, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None:
+        tx.defer(table, columns, rows)
+
     def insert_record(self, tx: Connection, rowid: int | None, values: dict[str, Any]) -> int:
         if rowid is None:
             rowid = self.reserve_rowids(tx, 1)[0]
-        tx.execute(_INSERT, {**values, "rowid": rowid})
+        row = (rowid, *(values[name] for name in ROW_FIELDS))
+        tx.defer("records", _RECORD_COLUMNS, [row], row=_RECORD_ROW, overriding=True)
         return rowid
 
     def update_record(self, tx: Connection, rowid: int, values: dict[str, Any]) -> None:
@@ -172,13 +181,10 @@ class PostgresDialect(Dialect):
     def store_vector(
         self, tx: Connection, namespace: str, rowid: int, embedder_id: str, unit: np.ndarray
     ) -> None:
-        tx.execute(
-            "INSERT INTO vectors (namespace, record, embedder_id, dimensions, embedding)"
-            " VALUES (%s, %s, %s, %s, %b)"
-            " ON CONFLICT (namespace, record, embedder_id) DO UPDATE SET"
-            " dimensions = excluded.dimensions, embedding = excluded.embedding",
-            (namespace, rowid, embedder_id, int(unit.shape[0]), unit),
-        )
+        tx.defer(
+            "vectors", _VECTOR_COLUMNS, [(namespace, rowid, embedder_id, int(unit.shape[0]), unit)],
+            row="(%s, %s, %s, %s, %b)", suffix=_VECTOR_UPSERT, key=lambda row: row[:3],
+        )  # fmt: skip
 
     def withdraw_vectors(
         self, tx: Connection, namespace: str, *, rowid: int | None = None,

@@ -122,6 +122,15 @@ class Dialect(ABC):
         when the insert itself assigns one)."""
         return []
 
+    def insert_rows(
+        self, tx: Tx, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None:
+        """Inserts rows into one of the store's own tables (names from the code, never
+        input). A dialect may hold them back until the transaction's next other
+        statement or its end, and send many records' rows as one statement."""
+        placeholders = ", ".join("?" for _ in columns)
+        tx.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({placeholders})", rows)
+
     @abstractmethod
     def insert_record(self, tx: Tx, rowid: int | None, values: dict[str, Any]) -> int:
         """Inserts a records row (``values``: :func:`~memstrata.store.sql.rows.row_values`);

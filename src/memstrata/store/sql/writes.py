@@ -27,6 +27,13 @@ from memstrata.store.sql.rows import COLUMNS, record_from_row, row_values, snaps
 
 #: Ids looked up together in one statement (SQLite caps bound parameters).
 PREFETCH_CHUNK = 500
+#: The columns of the rows every write appends beside a record's own row.
+TAG_COLUMNS = ("namespace", "tag", "record", "valid_from", "valid_to", "deleted_at")
+META_COLUMNS = (
+    "namespace", "key", "value", "record", "num", "valid_from", "valid_to", "deleted_at",
+)  # fmt: skip
+VERSION_COLUMNS = ("namespace", "id", "version", "body", "payload")
+LEDGER_COLUMNS = ("at", "op", "namespace", "record_id", "version", "actor", "detail")
 
 
 def fetch(
@@ -105,11 +112,10 @@ class Writes:
     def ledger(
         self, op: str, record_id: str, version: int | None, detail: dict[str, Any] | None = None
     ) -> None:
-        self.tx.execute(
-            "INSERT INTO ledger (at, op, namespace, record_id, version, actor, detail)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (self.now, op, self.namespace, record_id, version, self.actor,
-             json.dumps(detail) if detail else None),
+        self.d.insert_rows(
+            self.tx, "ledger", LEDGER_COLUMNS,
+            [(self.now, op, self.namespace, record_id, version, self.actor,
+              json.dumps(detail) if detail else None)],
         )  # fmt: skip
 
     def ensure_namespace(self) -> None:
@@ -144,23 +150,21 @@ class Writes:
         # record comes through here, so they never disagree with its row.
         validity = (values["valid_from"], values["valid_to"], values["deleted_at"])
         if record.tags:
-            tx.executemany(
-                "INSERT INTO record_tags (namespace, tag, record, valid_from, valid_to,"
-                " deleted_at) VALUES (?, ?, ?, ?, ?, ?)",
+            d.insert_rows(
+                tx, "record_tags", TAG_COLUMNS,
                 [(record.namespace, tag, rowid, *validity) for tag in record.tags],
-            )
+            )  # fmt: skip
         if record.metadata:
-            tx.executemany(
-                "INSERT INTO record_meta (namespace, key, value, record, num, valid_from,"
-                " valid_to, deleted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            d.insert_rows(
+                tx, "record_meta", META_COLUMNS,
                 [(record.namespace, key, value, rowid, parse_number(value), *validity)
                  for key, value in record.metadata.items()],
             )  # fmt: skip
-        tx.execute(
-            "INSERT INTO record_versions (namespace, id, version, body, payload)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (record.namespace, record.id, record.version, snapshot_body(record), record.payload),
-        )
+        d.insert_rows(
+            tx, "record_versions", VERSION_COLUMNS,
+            [(record.namespace, record.id, record.version, snapshot_body(record),
+              record.payload)],
+        )  # fmt: skip
         self.known[record.id] = (rowid, record)
         return rowid
 
