@@ -21,7 +21,6 @@ from tests.support.pg import PgServer
 
 import memstrata
 from memstrata.embedding import HashEmbedder
-from memstrata.store.postgres.connection import Connection
 
 #: Tables that hold no namespace's data, and what they become on Citus.
 NOT_DISTRIBUTED = {
@@ -109,18 +108,22 @@ def test_every_statement_names_its_namespace(
     """A workload through the public API — writes of every kind, every lane, the
     graph, the embed job — while every statement the store sends is recorded."""
     sent: list[str] = []
-    execute, executemany = Connection.execute, Connection.executemany
+    execute, executemany = psycopg.Cursor.execute, psycopg.Cursor.executemany
 
-    def recording_execute(self: Connection, sql: Any, params: Any = None) -> Any:
-        sent.append(sql.decode() if isinstance(sql, bytes) else str(sql))
-        return execute(self, sql, params)
+    def text(sql: Any) -> str:
+        return sql.decode() if isinstance(sql, bytes) else str(sql)
 
-    def recording_executemany(self: Connection, sql: str, rows: Any) -> None:
-        sent.append(sql)
-        executemany(self, sql, rows)
+    def recording_execute(self: psycopg.Cursor[Any], sql: Any, *args: Any, **kw: Any) -> Any:
+        sent.append(text(sql))
+        return execute(self, sql, *args, **kw)
 
-    monkeypatch.setattr(Connection, "execute", recording_execute)
-    monkeypatch.setattr(Connection, "executemany", recording_executemany)
+    def recording_executemany(self: psycopg.Cursor[Any], sql: Any, *args: Any, **kw: Any) -> Any:
+        sent.append(text(sql))
+        return executemany(self, sql, *args, **kw)
+
+    # at the driver: every statement, however the store composed it
+    monkeypatch.setattr(psycopg.Cursor, "execute", recording_execute)
+    monkeypatch.setattr(psycopg.Cursor, "executemany", recording_executemany)
     with memstrata.open(pg_target, embedder=HashEmbedder(dimensions=16),
                         background_jobs=False, extractor="heuristic") as m:  # fmt: skip
         sent.clear()  # the migrations ran on their own connection; from here on: the store

@@ -37,33 +37,53 @@ def _native(sql: str) -> str:
     return sql.replace("?", "%s")
 
 
-#: Bound parameters per multi-row INSERT (the protocol's limit is 65,535).
-PARAMETERS_PER_STATEMENT = 30_000
+#: Rows per INSERT … SELECT FROM unnest(…): one array parameter per column, so the
+#: statement's text (which the driver parses) does not grow with the batch.
+ROWS_PER_STATEMENT = 5000
+
+
+_ARRAY_TYPES: dict[str, dict[str, str]] = {}
+
+
+def _array_types(conn: psycopg.Connection[Any], table: str) -> dict[str, str]:
+    """Each column's type of one of the store's tables, as an array type to cast to
+    (the same in every store's schema: read once per process)."""
+    types = _ARRAY_TYPES.get(table)
+    if types is None:
+        rows = conn.execute(
+            "SELECT a.attname, format_type(a.atttypid, NULL) FROM pg_attribute a"
+            " WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped",
+            (table,),
+        ).fetchall()
+        types = _ARRAY_TYPES[table] = {name: f"{kind}[]" for name, kind in rows}
+    return types
 
 
 class Deferred:
-    """Rows held back for one table: sent as multi-row INSERTs, many records' rows
-    per statement, when the transaction next does anything else or ends. ``row`` is
-    one row's ``VALUES`` tuple, ``suffix`` follows the VALUES (ON CONFLICT …);
-    rows with the same ``key`` replace each other (a later one wins)."""
+    """Rows held back for one table, sent as ``INSERT … SELECT FROM unnest(…)``
+    (many records' rows per statement) when the transaction next does anything else
+    or ends. ``suffix`` follows the SELECT (ON CONFLICT …); rows with the same ``key``
+    replace each other (a later one wins)."""
 
-    __slots__ = ("head", "row", "suffix", "rows", "width")
+    __slots__ = ("columns", "overriding", "rows", "suffix", "table")
 
-    def __init__(
-        self, table: str, columns: Sequence[str], row: str, suffix: str, overriding: bool
-    ) -> None:
-        identity = " OVERRIDING SYSTEM VALUE" if overriding else ""
-        self.head = f"INSERT INTO {table} ({', '.join(columns)}){identity} VALUES "
-        self.row, self.suffix, self.width = row, suffix, len(columns)
+    def __init__(self, table: str, columns: Sequence[str], suffix: str, overriding: bool) -> None:
+        self.table, self.columns, self.suffix = table, tuple(columns), suffix
+        self.overriding = overriding
         self.rows: dict[Any, Sequence[Any]] = {}
 
-    def statements(self) -> Iterator[tuple[bytes, list[Any]]]:
+    def statements(self, conn: psycopg.Connection[Any]) -> Iterator[tuple[bytes, list[Any]]]:
+        types = _array_types(conn, self.table)
+        casts = ", ".join(f"%b::{types[column]}" for column in self.columns)
+        identity = " OVERRIDING SYSTEM VALUE" if self.overriding else ""
+        sql = (
+            f"INSERT INTO {self.table} ({', '.join(self.columns)}){identity}"
+            f" SELECT * FROM unnest({casts}){self.suffix}"
+        ).encode()
         rows = list(self.rows.values())
-        per = max(1, PARAMETERS_PER_STATEMENT // self.width)
-        for start in range(0, len(rows), per):
-            chunk = rows[start : start + per]
-            sql = self.head + ", ".join([self.row] * len(chunk)) + self.suffix
-            yield sql.encode(), [value for row in chunk for value in row]
+        for start in range(0, len(rows), ROWS_PER_STATEMENT):
+            chunk = rows[start : start + ROWS_PER_STATEMENT]
+            yield sql, [list(column) for column in zip(*chunk, strict=True)]
 
 
 class Connection:
@@ -71,7 +91,7 @@ class Connection:
     holds back inserted rows (:meth:`defer`) until the next other statement; everything
     else is the psycopg connection's (``raw``)."""
 
-    __slots__ = ("raw", "pending")
+    __slots__ = ("pending", "raw")
 
     def __init__(self, raw: psycopg.Connection[Any]) -> None:
         self.raw = raw
@@ -79,17 +99,15 @@ class Connection:
 
     def defer(
         self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *,
-        row: str | None = None, suffix: str = "", key: Callable[[Sequence[Any]], Any] | None = None,
+        suffix: str = "", key: Callable[[Sequence[Any]], Any] | None = None,
         overriding: bool = False,
     ) -> None:  # fmt: skip
         """Inserts ``rows`` later, in order, with the rows deferred before them (the
-        table's first rows fix the row template; ``overriding``: values given for an
+        table's first call fixes the columns; ``overriding``: values given for an
         identity column)."""
         deferred = self.pending.get(table)
         if deferred is None:
-            template = row or "(" + ", ".join("%s" for _ in columns) + ")"
-            deferred = Deferred(table, columns, template, suffix, overriding)
-            self.pending[table] = deferred
+            deferred = self.pending[table] = Deferred(table, columns, suffix, overriding)
         for values in rows:
             deferred.rows[key(values) if key else len(deferred.rows)] = values
 
@@ -100,8 +118,8 @@ class Connection:
         pending, self.pending = self.pending, {}
         tables = sorted(pending, key=lambda table: table != "records")
         for table in tables:
-            for sql, params in pending[table].statements():
-                self.raw.execute(sql, params, prepare=False)  # each length its own text
+            for sql, params in pending[table].statements(self.raw):
+                self.raw.execute(sql, params)
 
     def execute(self, sql: Any, params: Any = None) -> psycopg.Cursor[Any]:
         if self.pending:

@@ -40,7 +40,6 @@ EXACT_LIMIT = 10_000
 # rowids are drawn from the identity's sequence up front (reserve_rowids), so an
 # insert needs no RETURNING and a whole batch's rows go out in a few statements
 _RECORD_COLUMNS = ("rowid", *ROW_FIELDS)
-_RECORD_ROW = "(" + ", ".join("%s" for _ in range(len(ROW_FIELDS) + 1)) + ")"
 _VECTOR_COLUMNS = ("namespace", "record", "embedder_id", "dimensions", "embedding")
 _VECTOR_UPSERT = (
     " ON CONFLICT (namespace, record, embedder_id) DO UPDATE SET"
@@ -172,7 +171,7 @@ class PostgresDialect(Dialect):
         if rowid is None:
             rowid = self.reserve_rowids(tx, 1)[0]
         row = (rowid, *(values[name] for name in ROW_FIELDS))
-        tx.defer("records", _RECORD_COLUMNS, [row], row=_RECORD_ROW, overriding=True)
+        tx.defer("records", _RECORD_COLUMNS, [row], overriding=True)
         return rowid
 
     def update_record(self, tx: Connection, rowid: int, values: dict[str, Any]) -> None:
@@ -183,7 +182,7 @@ class PostgresDialect(Dialect):
     ) -> None:
         tx.defer(
             "vectors", _VECTOR_COLUMNS, [(namespace, rowid, embedder_id, int(unit.shape[0]), unit)],
-            row="(%s, %s, %s, %s, %b)", suffix=_VECTOR_UPSERT, key=lambda row: row[:3],
+            suffix=_VECTOR_UPSERT, key=lambda row: row[:3],
         )  # fmt: skip
 
     def withdraw_vectors(
