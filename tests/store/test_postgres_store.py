@@ -6,6 +6,7 @@ tests/service); these cover the PostgreSQL-only machinery behind the same answer
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from urllib.parse import urlsplit, urlunsplit
@@ -51,7 +52,12 @@ def test_hnsw_lane_fills_top_k_from_the_scope_and_agrees_with_exact(pg_target: s
         assert isinstance(store, SqlStore) and isinstance(store.dialect, PostgresDialect)
         exact = m.search("ns", query, ranking="semantic", top_k=10, filter={"room": "b"})
         assert not has_index(pg_target, "vectors_hnsw_64")  # small scopes never need one
-        store.dialect.exact_limit = 0  # the first search that wants the index builds it
+        store.dialect.exact_limit = 0  # the first search that wants the index starts it
+        first = m.search("ns", query, ranking="semantic", top_k=10, filter={"room": "b"})
+        assert first.ids() == exact.ids()  # answered exactly meanwhile
+        deadline = time.monotonic() + 60
+        while not has_index(pg_target, "vectors_hnsw_64") and time.monotonic() < deadline:
+            time.sleep(0.05)  # built on the store's own thread, off the search path
         indexed = m.search("ns", query, ranking="semantic", top_k=10, filter={"room": "b"})
         assert len(indexed.hits) == 10
         assert all(h.record.metadata["room"] == "b" for h in indexed.hits)

@@ -34,8 +34,11 @@ from memstrata.store.sql.scope import scope_clause, scope_rowids
 log = logging.getLogger("memstrata.store.postgres")
 
 #: Scopes with at most this many embedded records are ranked exactly; larger ones
-#: use the HNSW index (measured: bench/backends.py).
-EXACT_LIMIT = 10_000
+#: use the HNSW index (measured: bench/backends.py, docs/postgres.md).
+EXACT_LIMIT = 2_000
+#: The HNSW lane reads OVERFETCH x top_k rows, with at least this ef_search.
+OVERFETCH = 4
+EF_SEARCH = 200
 
 # rowids are drawn from the identity's sequence up front (reserve_rowids), so an
 # insert needs no RETURNING and a whole batch's rows go out in a few statements
@@ -115,7 +118,7 @@ class PostgresDialect(Dialect):
             url, max_size=options.pool_size, timeout=options.pool_timeout,
             statement_timeout=options.statement_timeout, configure=_configure,
         )  # fmt: skip
-        self._indexes = vectors.VectorIndexes()
+        self._indexes = vectors.VectorIndexes(url)
         self._statistics = FreshStatistics()
 
     # -- wording ------------------------------------------------------------------
@@ -215,7 +218,6 @@ class PostgresDialect(Dialect):
         dimensions = int(query.shape[0])
         scope, scope_params = scope_rowids(self, namespace, request, window)
         build = False
-        rows: list[tuple[Any, ...]] = []
         with self.db.snapshot() as conn:
             total, embedded, chosen = vectors.exact(
                 conn, namespace, scope, scope_params, embedder_id, query, limit,
@@ -234,24 +236,22 @@ class PostgresDialect(Dialect):
                     return [], total
                 indexed = embedded > self.exact_limit and vectors.index_type(dimensions) is not None
                 if indexed and not self._indexes.ready(conn, dimensions):
-                    build = True  # outside this transaction: a concurrent build waits for it
+                    build = True  # started after this transaction; this search is exact
                 elif indexed:
                     found = self._approximate(conn, lane, embedder_id, query)
                     if found is not None and len(found) >= min(limit, embedded):
                         return hits(found[:limit], request, _last), total - embedded
-                if not build:  # no index, or it ran out before the scope did: rank exactly
-                    total, embedded, chosen = vectors.exact(
-                        conn, namespace, scope, scope_params, embedder_id, query, limit
-                    )
-            if not build:
-                rows = conn.execute(
-                    f"SELECT {prefixed('r')} FROM records r WHERE r.namespace = %s"
-                    " AND r.rowid = ANY (%s)",
-                    [namespace, list(chosen)],
-                ).fetchall()
+                # no index (yet), or it ran out before the scope did: rank exactly
+                total, embedded, chosen = vectors.exact(
+                    conn, namespace, scope, scope_params, embedder_id, query, limit
+                )
+            rows = conn.execute(
+                f"SELECT {prefixed('r')} FROM records r WHERE r.namespace = %s"
+                " AND r.rowid = ANY (%s)",
+                [namespace, list(chosen)],
+            ).fetchall()
         if build:
-            self._indexes.ensure(self.db, dimensions)
-            return self.semantic(lane, embedder_id, query)
+            self._indexes.start(dimensions)
         return best(hits(rows, request, lambda row: chosen[row[0]]), limit), total - embedded
 
     def _approximate(
@@ -260,15 +260,15 @@ class PostgresDialect(Dialect):
         """The HNSW lane's rows (record columns, then similarity), best first."""
         where, params = scope_clause(self, "r", lane.namespace, lane.request, lane.window)
         limit = lane.limit
-        # the relaxed scan's first rows are not always the nearest: read twice as
-        # many, keep the best (recall 0.87 -> 0.91 at 100k, bench/backends.py)
+        # the relaxed scan's first rows are not always the nearest: read four times
+        # as many, keep the best (bench/backends.py measures recall@10)
         return vectors.approximate(
-            conn, lane.namespace, prefixed("r"), where, params, embedder_id, query, 2 * limit,
-            ef_search=min(1000, max(100, 2 * limit)),
+            conn, lane.namespace, prefixed("r"), where, params, embedder_id, query,
+            OVERFETCH * limit, ef_search=min(1000, max(EF_SEARCH, OVERFETCH * limit)),
         )  # fmt: skip
 
     def build_vector_index(self, dimensions: int) -> None:
-        self._indexes.ensure(self.db, dimensions)
+        self._indexes.ensure(dimensions)
 
     def vectors_for(
         self, namespace: str, ids: Sequence[str], embedder_id: str

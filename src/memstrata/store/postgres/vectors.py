@@ -22,12 +22,15 @@ returns fewer than ``top_k`` in-scope hits when that many exist.
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
 import numpy as np
 
-from memstrata.store.postgres.connection import Connection, Database
+from memstrata.store.postgres.connection import Connection, connect
+
+log = logging.getLogger("memstrata.store.postgres")
 
 #: pgvector's HNSW limits: vector up to 2,000 dimensions, halfvec up to 4,000.
 VECTOR_INDEX_MAX = 2000
@@ -35,6 +38,9 @@ HALFVEC_INDEX_MAX = 4000
 #: Index build parameters (pgvector's defaults).
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
+#: maintenance_work_mem of a build's own session: the graph built in memory is
+#: several times faster than one that spills (measured: docs/postgres.md)
+BUILD_MEMORY = "512MB"
 
 
 def index_type(dimensions: int) -> str | None:
@@ -60,18 +66,22 @@ def index_expression(dimensions: int) -> str | None:
 
 
 class VectorIndexes:
-    """Each dimension's HNSW index: built the first time a search needs it, once.
+    """Each dimension's HNSW index: built once, off the search path.
 
     Until a scope holds more than ``exact_limit`` embedded records no search reads an
-    index, so none is kept up to date: a store that never grows that large never pays
-    for one, and a bulk load into an empty store runs without it. The first search
-    that wants it builds it (``CREATE INDEX CONCURRENTLY``: writers are not blocked),
-    under an advisory lock so one process builds and the others wait for it; an index
-    left invalid by an interrupted build is dropped and built again. From then on
-    PostgreSQL keeps it current on every write."""
+    index, so none is kept: a store that never grows that large never pays for one,
+    and a bulk load into an empty store runs without it. The first search that would
+    use it starts the build on a thread of its own (``CREATE INDEX CONCURRENTLY``:
+    writers carry on) and is answered exactly, as every search is until the index is
+    valid; so is the next, until then. An advisory lock makes one process the
+    builder; an index left invalid by an interrupted build is dropped and built again.
+    From then on PostgreSQL keeps it current on every write. :meth:`ensure` builds
+    one now and waits (after a bulk import)."""
 
-    def __init__(self) -> None:
+    def __init__(self, url: str) -> None:
+        self.url = url
         self._ready: set[int] = set()
+        self._building: set[int] = set()
         self._lock = threading.Lock()
 
     def ready(self, conn: Connection, dimensions: int) -> bool:
@@ -83,18 +93,55 @@ class VectorIndexes:
             return True
         return False
 
-    def ensure(self, db: Database, dimensions: int) -> None:
-        """Builds the dimension's index unless it exists. Call it outside any open
-        transaction of this process: a concurrent build waits for those to end."""
+    def start(self, dimensions: int) -> None:
+        """Builds the dimension's index on a background thread (once at a time)."""
         dimensions = _dimensions(dimensions)
+        with self._lock:
+            if dimensions in self._building or dimensions in self._ready:
+                return
+            self._building.add(dimensions)
+
+        def build() -> None:
+            try:
+                self._build(dimensions, wait=False)
+            except Exception as error:  # noqa: BLE001 - searches stay exact; say why
+                log.warning("building the HNSW index of dimension %s failed: %s", dimensions,
+                            error)  # fmt: skip
+            finally:
+                with self._lock:
+                    self._building.discard(dimensions)
+
+        threading.Thread(target=build, name=f"memstrata-hnsw-{dimensions}", daemon=True).start()
+
+    def ensure(self, dimensions: int) -> None:
+        """Builds the dimension's index unless it exists, and waits for it. Call it
+        outside any open transaction of this process: a concurrent build waits for
+        those to end."""
+        self._build(_dimensions(dimensions), wait=True)
+
+    def _build(self, dimensions: int, *, wait: bool) -> None:
         kind = index_type(dimensions)
         if kind is None:
             return
-        with self._lock, db.connection() as conn:
+        # a connection of its own: no statement timeout, room for the build's graph
+        with connect(self.url) as raw:
+            conn = Connection(raw)
             if self.ready(conn, dimensions):
                 return
-            lock = "current_schema() || 'memstrata.vectors'"
-            conn.execute(f"SELECT pg_advisory_lock(hashtextextended({lock}, 0))")
+            conn.execute("SET statement_timeout = 0")
+            conn.execute(  # at least BUILD_MEMORY; a server configured for more keeps it
+                "SELECT set_config('maintenance_work_mem', CASE WHEN"
+                " pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes(%s)"
+                " THEN %s ELSE current_setting('maintenance_work_mem') END, false)",
+                (BUILD_MEMORY, BUILD_MEMORY),
+            )
+            lock = "hashtextextended(current_schema() || 'memstrata.vectors', 0)"
+            if wait:
+                conn.execute(f"SELECT pg_advisory_lock({lock})".encode())
+            else:
+                got = conn.execute(f"SELECT pg_try_advisory_lock({lock})".encode()).fetchone()
+                if not got or not got[0]:
+                    return  # another process is building it
             try:
                 state = _state(conn, dimensions)
                 name = f"vectors_hnsw_{dimensions}"
@@ -109,7 +156,7 @@ class VectorIndexes:
                         f" WHERE dimensions = {dimensions}".encode()
                     )
             finally:
-                conn.execute(f"SELECT pg_advisory_unlock(hashtextextended({lock}, 0))")
+                conn.execute(f"SELECT pg_advisory_unlock({lock})".encode())
             self._ready.add(dimensions)
 
 
@@ -184,9 +231,16 @@ def approximate_query(
 
 
 def iterative_scan(conn: Connection, ef_search: int) -> None:
-    """This transaction's HNSW scans go on until enough rows pass the filters."""
-    conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
-    conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef_search),))
+    """This transaction's HNSW scans go on until enough rows pass the filters. The
+    settings are local to the transaction (a pooled session keeps nothing), and its
+    statements are planned afresh: a generic plan the driver prepared earlier could
+    have been chosen without the index."""
+    conn.execute(
+        "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+        " set_config('hnsw.ef_search', %s, true),"
+        " set_config('plan_cache_mode', 'force_custom_plan', true)",
+        (str(ef_search),),
+    )
 
 
 def exact(
