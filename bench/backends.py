@@ -16,8 +16,9 @@ interleaved query by query so load swings on a shared machine hit all of them:
 - ``wide semantic``: ``query_vector``, current, no filter (≈ 80 % in scope).
 
 Variants: ``sqlite`` (exact within the scope), ``postgres`` (as shipped: exact up to
-``EXACT_LIMIT`` in-scope vectors, HNSW with iterative scans beyond) and
-``postgres-hnsw`` (forced onto the index). Recall@10 is against exact answers: for
+``EXACT_LIMIT`` in-scope vectors, HNSW with iterative scans beyond),
+``postgres-hnsw`` (forced onto the index) and ``postgres-exact`` (every scope ranked
+exactly: what the switch weighs the index against). Recall@10 is against exact answers: for
 semantic, a float64 brute force over exactly the in-scope rows; for hybrid, RRF of
 that brute force and the backend's own lexical lane (exact on both backends; BM25 and
 ts_rank_cd rank differently, so each backend is compared with itself).
@@ -185,7 +186,8 @@ def explain(store: SqlStore, data: Data, room: int) -> dict[str, list[str]]:
         for name, statement in built.items():
             assert statement is not None
             sql, values = statement
-            rows = conn.execute(("EXPLAIN (ANALYZE, COSTS OFF) " + sql).encode(), values)
+            explained = "EXPLAIN (ANALYZE, COSTS OFF) " + sql.replace("?", "%s")
+            rows = conn.execute(explained.encode(), values)
             plans[name] = [re.sub(r"'\[[^']*\]'", "'[…]'", row[0]) for row in rows]
     return plans
 
@@ -245,7 +247,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         assert isinstance(forced.service.store, SqlStore)
         assert isinstance(forced.service.store.dialect, PostgresDialect)
         forced.service.store.dialect.exact_limit = 0
-        variants = {**memories, "postgres-hnsw": forced}
+        exact = memstrata.open(pg.url, embedder=embedder, background_jobs=False)
+        assert isinstance(exact.service.store, SqlStore)
+        assert isinstance(exact.service.store.dialect, PostgresDialect)
+        exact.service.store.dialect.exact_limit = args.size  # every scope ranked exactly
+        variants = {**memories, "postgres-hnsw": forced, "postgres-exact": exact}
         result["plans"] = explain(pg_store, data, int(data.query_rooms[0]))
         result["search"] = measure(variants, data, embedder, args)
         # steady state: more writes into the loaded store, the HNSW index now maintained
@@ -259,6 +265,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             seconds = time.perf_counter() - started
             result["ingest"][name]["loaded_rows_per_s"] = round(len(extra) / seconds)
         forced.close()
+        exact.close()
         for m in memories.values():
             m.close()
     finally:

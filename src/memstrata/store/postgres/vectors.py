@@ -278,6 +278,11 @@ def approximate(
     if built is None:
         return None
     iterative_scan(conn, ef_search)
+    # The count has decided for the index; the planner, which cannot see how few rows
+    # the LIMIT needs from a scan in relaxed order, would rather sort the scope
+    # (exactly, at the exact lane's cost). No sort leaves it the index's order.
+    conn.execute("SELECT set_config('enable_sort', 'off', true)")
     rows = conn.execute(*built).fetchall()
+    conn.execute("SELECT set_config('enable_sort', 'on', true)")  # for a fallback
     rows.sort(key=lambda row: (-row[-1], row[2]))  # columns start rowid, namespace, id
     return rows
