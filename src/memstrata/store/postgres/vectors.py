@@ -104,7 +104,7 @@ class VectorIndexes:
         def build() -> None:
             try:
                 self._build(dimensions, wait=False)
-            except Exception as error:  # noqa: BLE001 - searches stay exact; say why
+            except Exception as error:  # searches stay exact meanwhile; say why
                 log.warning("building the HNSW index of dimension %s failed: %s", dimensions,
                             error)  # fmt: skip
             finally:
