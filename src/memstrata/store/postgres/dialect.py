@@ -224,14 +224,7 @@ class PostgresDialect(Dialect):
                 scope_limit=self.exact_limit,
             )  # fmt: skip
             if total > self.exact_limit:
-                # a large scope: the index answers if enough of it is embedded
-                counted = conn.execute(
-                    f"SELECT count(*), count(v.record) FROM ({scope}) s LEFT JOIN vectors v"
-                    " ON v.namespace = %s AND v.record = s.record AND v.embedder_id = %s"
-                    " AND v.dimensions = %s",
-                    [*scope_params, namespace, embedder_id, dimensions],
-                ).fetchone()
-                total, embedded = (int(counted[0]), int(counted[1])) if counted else (0, 0)
+                # a large scope, counted whole: the index answers if enough is embedded
                 if embedded == 0:
                     return [], total
                 indexed = embedded > self.exact_limit and vectors.index_type(dimensions) is not None

@@ -184,23 +184,25 @@ def exact_query(
     similarity plus any tied with the last (the caller breaks ties by id, which it
     reads with the rows). A scope with no vector still gives one row of counts.
 
-    With ``scope_limit``, at most ``scope_limit + 1`` in-scope rows are read, and a
-    scope larger than ``scope_limit`` is only counted that far: nothing is scored."""
-    bounded = "" if scope_limit is None else " LIMIT %s"
-    within = "" if scope_limit is None else " WHERE (SELECT count(*) FROM s) <= %s"
-    bounds = [] if scope_limit is None else [scope_limit + 1]
+    With ``scope_limit``, a scope larger than that is counted (its records and those
+    with a vector, from the vectors' key alone) and nothing is scored: the counts
+    the index lane needs, from the same pass over the scope."""
+    within = "" if scope_limit is None else " WHERE (SELECT total FROM c) <= %s"
     checks = [] if scope_limit is None else [scope_limit]
-    return (
-        f"WITH s AS MATERIALIZED (SELECT * FROM ({scope}) q{bounded}),"
-        " scored AS (SELECT s.record, -(v.embedding <#> %b) AS similarity FROM s"
+    joined = (
         " JOIN vectors v ON v.namespace = %s AND v.record = s.record"
-        f" AND v.embedder_id = %s AND v.dimensions = %s{within})"
-        " SELECT c.total, c.embedded, b.record, b.similarity FROM"
-        " (SELECT (SELECT count(*) FROM s) AS total, (SELECT count(*) FROM scored) AS embedded) c"
+        " AND v.embedder_id = %s AND v.dimensions = %s"
+    )
+    vector = [namespace, embedder_id, int(query.shape[0])]
+    return (
+        f"WITH s AS MATERIALIZED (SELECT * FROM ({scope}) q),"
+        " c AS MATERIALIZED (SELECT (SELECT count(*) FROM s) AS total,"
+        f" (SELECT count(*) FROM s{joined}) AS embedded),"
+        f" scored AS (SELECT s.record, -(v.embedding <#> %b) AS similarity FROM s{joined}{within})"
+        " SELECT c.total, c.embedded, b.record, b.similarity FROM c"
         " LEFT JOIN (SELECT record, similarity, rank() OVER (ORDER BY similarity DESC) AS place"
         " FROM scored) b ON b.place <= %s",
-        [*scope_params, *bounds, query, namespace, embedder_id, int(query.shape[0]), *checks,
-         limit],
+        [*scope_params, *vector, query, *vector, *checks, limit],
     )  # fmt: skip
 
 
