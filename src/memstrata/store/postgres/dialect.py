@@ -35,7 +35,7 @@ log = logging.getLogger("memstrata.store.postgres")
 
 #: Scopes with at most this many embedded records are ranked exactly; larger ones
 #: use the HNSW index (measured: bench/backends.py, docs/postgres.md).
-EXACT_LIMIT = 2_000
+EXACT_LIMIT = 10_000
 #: The HNSW lane reads OVERFETCH x top_k rows, with at least this ef_search.
 OVERFETCH = 4
 EF_SEARCH = 200
