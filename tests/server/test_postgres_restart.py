@@ -64,7 +64,7 @@ def test_serve_survives_a_postgres_restart(
 ) -> None:
     url, home = private_postgres
     config = write_config(
-        tmp_path / "m.toml", extra="\n[storage]\npool_size = 4\npool_timeout = 5\n"
+        tmp_path / "m.toml", extra="\n[storage]\npool_size = 4\npool_timeout = 30\n"
     )
     server = start_server(url, config, "--no-auth")
     answers: list[tuple[str, int, dict[str, object]]] = []
