@@ -1,12 +1,12 @@
-"""Cold CLI: wall and CPU time of one ``memstrata add`` and one ``memstrata search``.
-
-Each call is a fresh process (the ``memstrata`` script beside this interpreter) on a store that already exists, so the time is what a user waits for one
-command: interpreter start, imports, opening the store, loading the embedder,
-embedding one text, the write or the search. The default embedder and ``--embedder
-hash`` (no model at all) alternate in one sitting, ``rounds`` times each, so the ratio
-between them holds on a noisy machine even when the absolute times do not. CPU time
-(user + system of the child) is reported beside wall time: on a shared machine the
-wall time includes waiting for a core, CPU time does not.
+"""Cold CLI: wall and CPU time of one ``memstrata add`` and one ``memstrata search``. Each
+call is a fresh process (the ``memstrata`` script beside this interpreter) on a store
+that already exists, so the time is what a user waits for one command: interpreter
+start, imports, opening the store, loading the embedder, embedding one text, the write
+or the search. The default embedder and ``--embedder hash`` (no model at all) alternate
+in one sitting, ``rounds`` times each, so the ratio between them holds on a noisy
+machine even when the absolute times do not. CPU time (user + system of the child) is
+reported beside wall time: on a shared machine the wall time includes waiting for a
+core, CPU time does not.
 """
 
 from __future__ import annotations
@@ -94,9 +94,7 @@ def run_coldcli(rounds: int = 5) -> dict[str, Any]:
         "median": table,
         "ratio_default_to_hash": ratios,
         "budget_s": BUDGET_S,
-        "within_budget": all(
-            table["auto"][c]["wall_s"] <= BUDGET_S for c in ("add", "search")
-        ),
+        "within_budget": all(table["auto"][c]["wall_s"] <= BUDGET_S for c in ("add", "search")),
         "loadavg": [round(x, 2) for x in os.getloadavg()],
     }
     log(f"  cold cli: {result['median']['auto']} (default) vs {result['median']['hash']} (hash)")

