@@ -149,7 +149,7 @@ def run_format(samples: list[dict[str, Any]], template: str) -> dict[str, Any]:
     turns = 0
     import_s = 0.0
     try:
-        memory = memstrata.open(workdir / "locomo.db", embedder="local", background_jobs=False)
+        memory = memstrata.open(workdir / "locomo.db", background_jobs=False)
         with memory:
             embedder_id = memory.embedder_id("default")
             for sample in samples:

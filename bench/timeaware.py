@@ -182,7 +182,7 @@ def run_timeaware(subjects: int = 500, *, seed: int = 11) -> dict[str, Any]:
     records, questions = generate(subjects, seed)
     workdir = Path(tempfile.mkdtemp(prefix="msbench-time-"))
     try:
-        memory = memstrata.open(workdir / "time.db", embedder="local", background_jobs=False)
+        memory = memstrata.open(workdir / "time.db", background_jobs=False)
         with memory:
             t = time.perf_counter()
             memory.upsert("plain", records)

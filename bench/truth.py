@@ -8,7 +8,8 @@
   each term's part cut to a whole 1e-9, for an OR of the query's terms, over the
   in-scope rows. Recall counts a hit as right when its exact score reaches the 10th
   best (ties at the boundary are all right).
-- hybrid: RRF (k = 60) of the exact lexical and exact semantic top-50 of the scope.
+- hybrid: RRF (memstrata.domain.fusion.RRF_K) of the exact lexical and exact semantic
+  top-50 of the scope.
 
 The floor is the same computation in float32 over the in-scope row indices, which are
 precomputed: what a perfect engine that already knew the scope would spend.
@@ -22,12 +23,13 @@ import numpy as np
 from scipy import sparse
 
 from bench.synth import SpeedData
+from memstrata.domain.fusion import RRF_K as FUSION_K
 from memstrata.domain.words import DEFAULT_LANGUAGE, terms
 
 K1 = 1.2
 B = 0.75
 SCALE = 1e9
-RRF_K = 60
+RRF_K = FUSION_K  # the product's constant: the truth must fuse as memstrata does
 LANE_DEPTH = 50
 
 

@@ -8,7 +8,8 @@ m.search("agent", "car").hits
 The same calls reach a server: ``memstrata.Client("http://127.0.0.1:7077", token=…)``.
 """
 
-from memstrata.adapters.client import Client
+from typing import TYPE_CHECKING, Any
+
 from memstrata.domain.errors import (
     ERRORS_BY_CODE,
     Forbidden,
@@ -28,6 +29,20 @@ from memstrata.domain.records import Record, UpsertResult
 from memstrata.domain.search import Hit, SearchResult
 from memstrata.memory import Memory
 from memstrata.memory import open_memory as open
+
+if TYPE_CHECKING:
+    from memstrata.adapters.client import Client
+
+
+def __getattr__(name: str) -> Any:
+    # The REST client brings httpx; a process that only opens a file (every CLI
+    # command) should not pay for importing it.
+    if name == "Client":
+        from memstrata.adapters.client import Client
+
+        return Client
+    raise AttributeError(f"module 'memstrata' has no attribute {name!r}")
+
 
 __all__ = [
     "ERRORS_BY_CODE",

@@ -39,12 +39,11 @@ from memstrata.domain.words import check_language
 from memstrata.embedding.binding import EmbedderSpec, build_embedder
 from memstrata.embedding.config import EmbedderConfig
 from memstrata.extraction.config import ExtractorConfig
-from memstrata.memory import Memory
+from memstrata.memory import CONFIG_ENV, MAX_WORKERS, Memory
 from memstrata.memory import open_memory as open_embedded
 from memstrata.service import Policy
 from memstrata.store import StorageOptions
 
-CONFIG_ENV = "MEMSTRATA_CONFIG"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7077
 DEFAULT_GRPC_PORT = 7078
@@ -80,9 +79,6 @@ class StorageSettings(BaseModel):
             pool_timeout=self.pool_timeout,
             statement_timeout=self.statement_timeout,
         )
-
-
-MAX_WORKERS = 64
 
 
 class ServerSettings(BaseModel):

@@ -33,6 +33,12 @@ from memstrata.store import StorageOptions
 
 RecordLike = Record | Mapping[str, Any]
 
+# the server config file's variable (memstrata.config); here, so the CLI can name it
+# without importing the config module
+CONFIG_ENV = "MEMSTRATA_CONFIG"
+# the most worker processes `memstrata serve --workers` runs (memstrata.config)
+MAX_WORKERS = 64
+
 
 def default_path() -> Path:
     """The default database file, in the user's data directory."""

@@ -684,7 +684,7 @@ def fuse(
     semantic: list[tuple[Record, float]],
     top_k: int,
 ) -> list[Hit]:
-    """Turns lane results into hits: one lane as is, or both fused by RRF (k = 60)."""
+    """Turns lane results into hits: one lane as is, or both fused by RRF (k = RRF_K)."""
     signals: dict[str, dict[str, dict[str, float | int | str]]] = {}
     records: dict[str, Record] = {}
     for rank, (record, score) in enumerate(lexical, start=1):

@@ -9,11 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 import memstrata
 from memstrata.cli import app
+from memstrata.embedding import HashEmbedder
 from memstrata.jobs.importing import conversation_records, import_conversation, import_jsonl
 
 NS = "imported"
@@ -369,3 +371,31 @@ def test_cli_reports_a_bad_line_and_exits_2(run: Any, tmp_path: Path) -> None:
     assert result.exit_code == 2 and "sessions[0].turns[0].speaker" in result.stderr
     result = run("search", "Caroline", "-n", "none-written", "--json")
     assert json.loads(result.stdout)["hits"] == []
+
+
+def test_a_turn_is_embedded_with_the_turn_before_it_in_its_session(tmp_path: Path) -> None:
+    """The vector of a turn is the mean of its content's embedding and that of the turn
+    before it (same session) followed by it; content is unchanged; a session's first
+    turn has its own embedding alone."""
+    embedder = HashEmbedder(dimensions=64)
+    sessions = [
+        {"id": "1", "date": "2024-01-01", "turns": [
+            {"speaker": "Ann", "text": "Where did you go?", "id": "a"},
+            {"speaker": "Bob", "text": "To the lake.", "id": "b"}]},
+        {"id": "2", "date": "2024-02-01", "turns": [
+            {"speaker": "Ann", "text": "And then?", "id": "c"}]},
+    ]  # fmt: skip
+    with memstrata.open(tmp_path / "ctx.db", embedder=embedder, background_jobs=False) as m:
+        import_conversation(m, NS, sessions, conversation="conv")
+        stored = {r: m.get(NS, f"conv/{r}") for r in "abc"}
+        hits = m.search(NS, "lake", ranking="semantic", include_vector=True, top_k=3).hits
+        vectors = {h.record.id.split("/")[1]: np.asarray(h.record.vector) for h in hits}
+
+    def own(text: str) -> np.ndarray:
+        return embedder.embed_query(text)
+
+    assert stored["b"].content == "Bob: To the lake."
+    mean = own("Bob: To the lake.") + own("Ann: Where did you go?\nBob: To the lake.")
+    np.testing.assert_allclose(vectors["b"], mean / np.linalg.norm(mean), atol=1e-5)
+    np.testing.assert_allclose(vectors["a"], own("Ann: Where did you go?"), atol=1e-5)
+    np.testing.assert_allclose(vectors["c"], own("Ann: And then?"), atol=1e-5)  # new session

@@ -8,7 +8,7 @@ from tests.support.raw import dump_tables
 
 import memstrata
 from memstrata.domain.errors import ProviderFailed
-from memstrata.domain.fusion import reciprocal_rank_fusion
+from memstrata.domain.fusion import RRF_K, reciprocal_rank_fusion
 from memstrata.embedding import Embedder, HashEmbedder, local_available
 
 
@@ -96,7 +96,7 @@ def test_hybrid_is_rrf_of_the_two_lanes(store_target: str) -> None:
         by_hand = {}
         for lane in (lexical, semantic):
             for rank, rid in enumerate(lane, start=1):
-                by_hand[rid] = by_hand.get(rid, 0.0) + 1 / (60 + rank)
+                by_hand[rid] = by_hand.get(rid, 0.0) + 1 / (RRF_K + rank)
         assert dict(expected) == pytest.approx(by_hand)
         hybrid = m.search("ns", query, ranking="hybrid", top_k=5)
         assert [(h.record.id, pytest.approx(h.score)) for h in hybrid.hits] == [

@@ -14,7 +14,7 @@ first. ``--no-auth`` is refused unless the server binds a loopback address.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from rich import box
@@ -23,10 +23,14 @@ from rich.table import Table
 from memstrata.cli import output
 from memstrata.cli.context import cli_state
 from memstrata.cli.options import JsonOutput
-from memstrata.config import CONFIG_ENV, MAX_WORKERS, Settings, load_settings
 from memstrata.domain.auth import Token
 from memstrata.domain.time import format_instant
-from memstrata.memory import Memory
+from memstrata.memory import CONFIG_ENV, MAX_WORKERS, Memory
+
+# the config module (pydantic-settings, asyncio) is imported by the commands that read
+# a config, not by every CLI call
+if TYPE_CHECKING:
+    from memstrata.config import Settings
 
 ConfigFile = Annotated[
     str | None,
@@ -58,6 +62,8 @@ def settings_for(
     state = cli_state(ctx)
     if state.db:
         merged["storage"] = {"url": state.db}
+    from memstrata.config import load_settings
+
     settings = load_settings(config, merged)
     source = ctx.find_root().get_parameter_source("embedder")
     if source is not None and source.name != "DEFAULT":  # --embedder or MEMSTRATA_EMBEDDER

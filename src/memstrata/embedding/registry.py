@@ -7,20 +7,34 @@ Adding a provider is one module with an ``Embedder`` subclass and a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from importlib import import_module
 
 from memstrata.domain.errors import InvalidInput
-from memstrata.embedding import command, hash, local, ollama, openai
+from memstrata.embedding import command, hash, local
 from memstrata.embedding.base import Embedder
 from memstrata.embedding.cache import CachedEmbedder, EmbeddingCache
 from memstrata.embedding.config import EmbedderConfig
 
 Factory = Callable[[EmbedderConfig, frozenset[str]], Embedder]
 
+
+def _lazy(module: str) -> Factory:
+    """A factory that imports its provider's module (and httpx) when first used."""
+
+    def factory(config: EmbedderConfig, secret_env: frozenset[str]) -> Embedder:
+        built: Embedder = import_module(f"memstrata.embedding.{module}").from_config(
+            config, secret_env
+        )
+        return built
+
+    return factory
+
+
 PROVIDERS: dict[str, Factory] = {
     "hash": hash.from_config,
     "local": local.from_config,
-    "openai": openai.from_config,
-    "ollama": ollama.from_config,
+    "openai": _lazy("openai"),
+    "ollama": _lazy("ollama"),
     "command": command.from_config,
 }
 

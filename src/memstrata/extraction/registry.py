@@ -12,7 +12,7 @@ from typing import Any
 
 from memstrata.domain.errors import InvalidInput
 from memstrata.domain.validation import parse_model
-from memstrata.extraction import command, http
+from memstrata.extraction import command
 from memstrata.extraction.base import Extractor
 from memstrata.extraction.config import ExtractorConfig
 from memstrata.extraction.heuristic import HeuristicExtractor
@@ -22,8 +22,16 @@ Factory = Callable[[ExtractorConfig, frozenset[str]], Extractor]
 PROVIDERS: dict[str, Factory] = {
     "heuristic": lambda config, secret_env: HeuristicExtractor(),
     "command": command.from_config,
-    "http": http.from_config,
+    "http": lambda config, secret_env: _http().from_config(config, secret_env),
 }
+
+
+def _http() -> Any:
+    """The HTTP extractor's module, imported when configured: it brings httpx."""
+    from memstrata.extraction import http
+
+    return http
+
 
 ExtractorSpec = Extractor | ExtractorConfig | Mapping[str, Any] | str | None
 

@@ -26,8 +26,10 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pathspec
+if TYPE_CHECKING:
+    import pathspec
 
 from memstrata.domain.errors import InvalidInput
 from memstrata.jobs.chunking import DocumentKind, document_kind
@@ -64,6 +66,8 @@ def patterns(values: Sequence[str], field: str) -> pathspec.PathSpec | None:
     if not cleaned:
         return None
     try:
+        import pathspec  # here, not at import: every CLI command imports this module
+
         return pathspec.GitIgnoreSpec.from_lines(cleaned)
     except (ValueError, TypeError) as error:
         raise InvalidInput(f"{field}: {error}") from None
@@ -83,6 +87,8 @@ class _Gitignores:
                 lines = ignore.read_text(encoding="utf-8", errors="replace").splitlines()
             except OSError:
                 return
+            import pathspec
+
             self._specs.append((relative, pathspec.GitIgnoreSpec.from_lines(lines)))
 
     def ignored(self, relative: str, *, directory: bool) -> bool:
