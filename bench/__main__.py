@@ -5,7 +5,7 @@
     python -m bench run --size smoke       2k speed, one conversation: checks the harness
     python -m bench report                 re-renders summary.md and plots from the JSON
 
-Options: ``--only speed,quality,time``, ``--engines pg,chroma,lance,sqlitevec``
+Options: ``--only speed,quality,time,cold``, ``--engines pg,chroma,lance,sqlitevec``
 (memstrata on SQLite and the numpy floor always run), ``--results DIR``.
 """
 
@@ -60,7 +60,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "subjects": 40,
     },
 }
-PARTS = ("speed", "quality", "time")
+PARTS = ("speed", "quality", "time", "cold")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -112,6 +112,12 @@ def run(args: argparse.Namespace) -> int:
         t = time.perf_counter()
         write_json(results / "time_awareness.json", run_timeaware(plan["subjects"]))
         timings["time_awareness"] = round(time.perf_counter() - t, 1)
+    if "cold" in parts:
+        from bench.coldcli import run_coldcli
+
+        t = time.perf_counter()
+        write_json(results / "cold_cli.json", run_coldcli())
+        timings["cold_cli"] = round(time.perf_counter() - t, 1)
     meta["seconds"] = round(time.perf_counter() - started, 1)
     meta["part_seconds"] = timings
     meta["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
@@ -127,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     run_parser = commands.add_parser("run", help="run the benchmarks and write results")
     run_parser.add_argument("--size", choices=sorted(SIZES), default="quick")
-    run_parser.add_argument("--only", help="comma-separated parts: speed, quality, time")
+    run_parser.add_argument("--only", help="comma-separated parts: speed, quality, time, cold")
     run_parser.add_argument(
         "--engines", help="comma-separated: pg, chroma, lance, sqlitevec (default: all)"
     )

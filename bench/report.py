@@ -24,7 +24,7 @@ def load(results: Path) -> dict[str, Any]:
     for path in sorted(results.glob("speed_*.json")):
         found["speed"].append(json.loads(path.read_text()))
     found["speed"].sort(key=lambda r: r["size"])
-    for name in ("locomo", "time_awareness", "run"):
+    for name in ("locomo", "time_awareness", "cold_cli", "run"):
         path = results / f"{name}.json"
         if path.exists():
             found[name] = json.loads(path.read_text())
@@ -131,6 +131,17 @@ def locomo_tables(result: dict[str, Any]) -> list[str]:
             "| questions | | " + " | ".join(str(counts.get(c, {}).get("questions", 0))
                                              for c in columns) + " |"
         )  # fmt: skip
+        best = []
+        for c in columns[:5]:
+            if counts.get(c, {}).get("questions", 0) >= 40:
+                lanes = max(run["results"][r][c]["R@10"] for r in ("lexical", "semantic"))
+                mark = "yes" if counts[c]["R@10"] >= lanes else "**no**"
+                best.append(f"{c} {mark}")
+        lines.append(
+            "\nHybrid R@10 ≥ its better lane, per category with ≥ 40 questions: "
+            + ", ".join(best)
+            + "."
+        )
         lat = run.get("search_latency", {})
         if lat:
             lines.append(
@@ -174,6 +185,28 @@ def time_tables(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def cold_tables(result: dict[str, Any]) -> list[str]:
+    median = result["median"]
+    lines = [
+        f"Each command a fresh process, median of {result['rounds']} (default and hash "
+        f"alternating); default embedder `{result['default_embedder']}`; load average "
+        f"{result['loadavg']} at the end. CPU = user + system time of the process.",
+        "",
+        "| command | default: wall s | default: CPU s | hash: wall s | hash: CPU s | "
+        "ratio wall | ratio CPU |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for command, ratio in result["ratio_default_to_hash"].items():
+        auto, hashed = median["auto"][command], median["hash"][command]
+        lines.append(
+            f"| `memstrata {command}` | {auto['wall_s']:.2f} | {auto['cpu_s']:.2f} | "
+            f"{hashed['wall_s']:.2f} | {hashed['cpu_s']:.2f} | {ratio['wall']:.2f} | "
+            f"{ratio['cpu']:.2f} |"
+        )
+    lines.append("")
+    return lines
+
+
 def render(results: Path) -> Path:
     found = load(results)
     run = found.get("run", {})
@@ -202,6 +235,8 @@ def render(results: Path) -> Path:
     if "time_awareness" in found:
         lines += ["## Time-awareness", "", *time_tables(found["time_awareness"])]
         lines += ["![time-awareness](time_awareness.png)", ""]
+    if "cold_cli" in found:
+        lines += ["## Cold CLI", "", *cold_tables(found["cold_cli"])]
     out = results / "summary.md"
     out.write_text("\n".join(lines))
     plots(found, results)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 from tests.support.scripts import memstrata_script
@@ -33,3 +34,23 @@ def test_console_script_reads_memstrata_db_from_the_environment(tmp_path: Path) 
     assert missing.returncode == 1
     assert missing.stderr.startswith("error: memstrata.not_found: ")
     assert "Traceback" not in missing.stderr
+
+
+def test_a_cli_command_imports_only_what_it_uses(tmp_path: Path) -> None:
+    """Every CLI call is a cold process: the servers, the REST client, the config
+    loader and the folder matcher are imported by the commands that use them, and the
+    model's runtime only when something is embedded."""
+    script = (
+        "import sys\n"
+        "from memstrata.cli import main\n"
+        f"sys.argv = ['memstrata', '--db', {str(tmp_path / 'x.db')!r}, '--embedder', 'hash',"
+        " 'add', 'hello']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "heavy = ('httpx', 'pydantic_settings', 'pathspec', 'fastapi', 'uvicorn', 'grpc',"
+        " 'mcp', 'onnxruntime', 'torch')\n"
+        "print([m for m in heavy if m in sys.modules])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.strip().splitlines()[-1] == "[]"
