@@ -150,6 +150,8 @@ def locomo_tables(result: dict[str, Any]) -> list[str]:
                 + f". Import of all turns (embedding included): {run['import_seconds']} s."
             )
         lines.append("")
+    for name, why in result.get("not_measured", {}).items():
+        lines += [f"- not measured: content format **{name}** — {why}", ""]
     for label, value in result.get("reference", {}).items():
         ours = ", ".join(
             f"`{name}` {run['results']['hybrid']['1-5']['R@10']:.3f}"
