@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
+from functools import cache
 from typing import Any
 
 from memstrata.domain.records import Origin, Record
@@ -25,7 +26,9 @@ COLUMNS = (
 )
 
 
+@cache  # every search asks for the same one or two: build each once
 def prefixed(alias: str) -> str:
+    """``COLUMNS``, each qualified by ``alias``."""
     return ", ".join(f"{alias}.{name.strip()}" for name in COLUMNS.split(","))
 
 
