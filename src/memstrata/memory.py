@@ -16,6 +16,7 @@ import platformdirs
 from memstrata import store
 from memstrata.domain.errors import InvalidInput
 from memstrata.domain.graph import Entity, Mention, Relationship
+from memstrata.domain.ledger import ChangesPage
 from memstrata.domain.records import Record, RecordInput, UpsertResult
 from memstrata.domain.search import ExpireRequest, SearchRequest, SearchResult
 from memstrata.domain.time import parse_instant
@@ -27,7 +28,7 @@ from memstrata.jobs.embed import JobReport, Progress
 from memstrata.jobs.extract import ExtractReport
 from memstrata.jobs.folder import DEFAULT_MAX_BYTES
 from memstrata.jobs.mining import MineReport, MineRequest
-from memstrata.service import Policy, Service
+from memstrata.service import DEFAULT_CHANGES, Policy, Service
 from memstrata.service_graph import NameLike
 from memstrata.store import StorageOptions
 
@@ -51,6 +52,10 @@ def resolve_target(target: str | os.PathLike[str] | None) -> str:
     if target is None:
         target = os.environ.get("MEMSTRATA_DB") or default_path()
     return store.resolve_target(target)
+
+
+def _instant(value: Any, field: str) -> int | None:
+    return None if value is None else parse_instant(value, field)
 
 
 def to_record(data: RecordLike, field: str) -> Record:
@@ -114,11 +119,33 @@ class Memory:
             options["query"] = query
         return self.service.search(namespace, parse_model(SearchRequest, options))
 
-    def get(self, namespace: str, id: str, version: int | None = None) -> Record:
-        return self.service.get(namespace, id, version)
+    def get(
+        self, namespace: str, id: str, version: int | None = None, known_at: Any = None
+    ) -> Record:
+        """The current record, one of its versions, or (``known_at``, an instant) its
+        version as memstrata knew it then."""
+        return self.service.get(namespace, id, version, _instant(known_at, "known_at"))
 
-    def history(self, namespace: str, id: str) -> list[Record]:
-        return self.service.history(namespace, id)
+    def history(self, namespace: str, id: str, known_at: Any = None) -> list[Record]:
+        """The supersession chain through ``id``, oldest first; as known at ``known_at``
+        when given."""
+        return self.service.history(namespace, id, _instant(known_at, "known_at"))
+
+    def changes(
+        self,
+        namespace: str,
+        since: Any,
+        until: Any = None,
+        *,
+        after: int | None = None,
+        limit: int = DEFAULT_CHANGES,
+    ) -> ChangesPage:
+        """What was recorded in record time ``[since, until)`` (until now by default):
+        a page of changes, oldest first; pass ``page.next`` as ``after`` for the next."""
+        return self.service.changes(
+            namespace, parse_instant(since, "since"), _instant(until, "until"),
+            after=after, limit=limit,
+        )  # fmt: skip
 
     def supersede(self, namespace: str, old_id: str, record: RecordLike) -> UpsertResult:
         return self.service.supersede(namespace, old_id, to_record(record, "record"))

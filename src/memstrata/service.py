@@ -27,7 +27,7 @@ from memstrata.domain.errors import (
 )
 from memstrata.domain.fusion import RRF_K, reciprocal_rank_fusion
 from memstrata.domain.ids import new_id
-from memstrata.domain.ledger import LedgerEntry
+from memstrata.domain.ledger import ChangesPage, LedgerEntry
 from memstrata.domain.records import (
     Record,
     UpsertResult,
@@ -45,7 +45,7 @@ from memstrata.domain.search import (
     query_words,
 )
 from memstrata.domain.time import now_us
-from memstrata.domain.vectors import MAX_INT64
+from memstrata.domain.vectors import MAX_COUNT, MAX_INT64
 from memstrata.domain.words import check_language, query_terms
 from memstrata.embedding.base import Embedder
 from memstrata.embedding.binding import EmbedderBinding, check_dimensions
@@ -156,6 +156,10 @@ class _AnnouncingStore:
         return job_id
 
 
+#: Changes per page by default (``changes``).
+DEFAULT_CHANGES = 100
+
+
 class Service(GraphMethods):
     """The one façade every adapter calls: validates input, applies the policy,
     reads the clock once per call, and drives the store, the embedders and jobs."""
@@ -170,11 +174,14 @@ class Service(GraphMethods):
         extractor: Extractor | None = None,
         min_confidence: float = DEFAULT_MIN_CONFIDENCE,
         text_search: Mapping[str, str] | None = None,
+        clock: Callable[[], int] = now_us,
     ) -> None:
         """``text_search`` binds namespaces to a text-search language (SPEC §2;
         :mod:`memstrata.domain.words`): a namespace indexed in another is re-indexed
         now. Namespaces not named keep theirs (a new one: the default, English)."""
         self.store = store
+        #: the one clock of every call (record time); a test may set its own
+        self.clock = clock
         self.embedders = embedders or EmbedderBinding(None)
         self.policy = policy or Policy()
         self.extractor = extractor
@@ -276,7 +283,7 @@ class Service(GraphMethods):
         written = self.store.upsert(
             namespace,
             prepared,
-            now=now_us(),
+            now=self.clock(),
             actor=actor,
             embedder_id=embedder.embedder_id if embedder else None,
             invalidations=invalidations,
@@ -326,7 +333,7 @@ class Service(GraphMethods):
         unit = check_dimensions(embedder, vector, "vector")
         self.store.set_embedding(
             namespace, record_id, embedder.embedder_id, unit,
-            now=now_us(), actor=actor,
+            now=self.clock(), actor=actor,
         )  # fmt: skip
 
     def supersede(
@@ -342,7 +349,7 @@ class Service(GraphMethods):
         returns the current version."""
         validate_namespace(namespace)
         validate_record_id(record_id)
-        now = now_us()
+        now = self.clock()
         version = self.store.invalidate(
             namespace, record_id, now if at is None else at, now=now, actor=actor
         )
@@ -356,13 +363,13 @@ class Service(GraphMethods):
         """Soft deletes (a tombstone; history kept) or hard deletes every trace."""
         validate_namespace(namespace)
         validate_record_id(record_id)
-        self.store.delete(namespace, record_id, hard=hard, now=now_us(), actor=actor)
+        self.store.delete(namespace, record_id, hard=hard, now=self.clock(), actor=actor)
 
     def expire(self, namespace: str, request: ExpireRequest, *, actor: str = LOCAL_ACTOR) -> int:
         """Applies an expire request within the policy caps; returns how many records."""
         validate_namespace(namespace)
         self.policy.check_expire(request)
-        return self.store.expire(namespace, request, now=now_us(), actor=actor)
+        return self.store.expire(namespace, request, now=self.clock(), actor=actor)
 
     def verify(
         self, namespace: str, record_id: str, reviewer: str, *, actor: str = LOCAL_ACTOR
@@ -372,7 +379,7 @@ class Service(GraphMethods):
         validate_record_id(record_id)
         if not reviewer or not reviewer.strip():
             raise InvalidInput("reviewer must name who verified the record")
-        return self.store.verify(namespace, record_id, reviewer, now=now_us(), actor=actor)
+        return self.store.verify(namespace, record_id, reviewer, now=self.clock(), actor=actor)
 
     # -- jobs -----------------------------------------------------------------
 
@@ -549,12 +556,23 @@ class Service(GraphMethods):
 
     # -- reads ----------------------------------------------------------------
 
-    def get(self, namespace: str, record_id: str, version: int | None = None) -> Record:
-        """The current record, or one of its versions; :class:`NotFound` if none."""
+    def get(
+        self,
+        namespace: str,
+        record_id: str,
+        version: int | None = None,
+        known_at: int | None = None,
+    ) -> Record:
+        """The current record, one of its versions, or its version as known at record
+        time ``known_at``; :class:`NotFound` if none."""
         validate_namespace(namespace)
         validate_record_id(record_id)
         if version is not None and version < 1:
             raise InvalidInput(f"version must be 1 or more, got {version}")
+        if known_at is not None:
+            if version is not None:
+                raise InvalidInput("version and known_at are mutually exclusive; choose one")
+            return self.store.get(namespace, record_id, known_at=known_at)
         try:
             if version is not None and version > MAX_INT64:
                 # versions are 64-bit in both stores: a larger number names no version
@@ -568,11 +586,35 @@ class Service(GraphMethods):
                 ) from None
             raise
 
-    def history(self, namespace: str, record_id: str) -> list[Record]:
-        """Every record of the supersession chain through ``record_id``, oldest first."""
+    def history(self, namespace: str, record_id: str, known_at: int | None = None) -> list[Record]:
+        """Every record of the supersession chain through ``record_id``, oldest first;
+        as known at record time ``known_at`` when given (each version with the instant
+        a later one replaced it, ``known_until``)."""
         validate_namespace(namespace)
         validate_record_id(record_id)
-        return self.store.history(namespace, record_id)
+        return self.store.history(namespace, record_id, known_at)
+
+    def changes(
+        self,
+        namespace: str,
+        since: int,
+        until: int | None = None,
+        *,
+        after: int | None = None,
+        limit: int = DEFAULT_CHANGES,
+    ) -> ChangesPage:
+        """What was recorded in the namespace in record time ``[since, until)`` (until
+        now by default): added, revised, invalidated, deleted and verified records,
+        oldest first, a page of ``limit`` after ledger seq ``after``."""
+        validate_namespace(namespace)
+        until = self.clock() + 1 if until is None else until
+        if since >= until:
+            raise InvalidInput("since must be earlier than until (the period is empty)")
+        if not 1 <= limit <= MAX_COUNT:
+            raise InvalidInput(f"limit must be between 1 and {MAX_COUNT}, got {limit}")
+        if after is not None and after < 0:
+            raise InvalidInput(f"after must be a seq from a previous page, got {after}")
+        return self.store.changes(namespace, since, until, after=after, limit=limit)
 
     def ledger(self, namespace: str, record_id: str) -> list[LedgerEntry]:
         """The ledger entries of one record id, oldest first (a hard-deleted id keeps
@@ -592,7 +634,12 @@ class Service(GraphMethods):
         if isinstance(request.expand, Expand):
             _cap(request.expand.limit, self.policy.max_top_k, "expand.limit", "max_top_k",
                  "ask for fewer related records")  # fmt: skip
-        window = request.window(now_us())
+        if request.known_at is not None and request.expand:
+            raise InvalidInput(
+                "expand with known_at is not supported yet: graph edges keep no record "
+                "time; drop expand, or drop known_at"
+            )
+        window = request.window(self.clock())
         warnings: list[str] = []
         embedder = self.embedder_for(namespace)
         ranking, query_vector = self._plan(namespace, request, embedder, warnings)

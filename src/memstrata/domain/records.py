@@ -119,6 +119,9 @@ class Record(BaseModel):
     version: int | None = Field(default=None, ge=1, le=MAX_INT64)
     if_version: int | None = Field(default=None, ge=0, le=MAX_INT64)
     vector: list[float] | None = None
+    #: Output only, on a version read as known at a past instant (``known_at``): when
+    #: a later version replaced it. Its record-time range is [updated_at, known_until).
+    known_until: Instant | None = None
 
     @field_validator("id")
     @classmethod
@@ -188,7 +191,9 @@ class Record(BaseModel):
 
 #: Fields only the store sets. A write that sends one is refused rather than having it
 #: silently ignored: a caller that thinks it can set ``trust`` or ``version`` is wrong.
-SERVER_FIELDS = ("trust", "version", "superseded_by", "created_at", "updated_at")
+SERVER_FIELDS = (
+    "trust", "version", "superseded_by", "created_at", "updated_at", "known_until",
+)  # fmt: skip
 
 
 def _without_server_fields(schema: dict[str, Any]) -> None:

@@ -91,6 +91,7 @@ def revision(
             "version": current_version + 1,
             "if_version": None,
             "vector": None,
+            "known_until": None,
         }
     )
 

@@ -163,6 +163,7 @@ class SearchRequest(BaseModel):
     as_of: Instant | None = None
     between: Between | None = None
     include_historical: bool = False
+    known_at: Instant | None = None
     expand: bool | Expand = False
     ids_only: bool = False
     include_payload: bool = False
@@ -195,8 +196,17 @@ class SearchRequest(BaseModel):
             raise ValueError(f"{' and '.join(chosen)} are mutually exclusive; choose one")
         return self
 
+    def known_at_us(self) -> int | None:
+        """The record time the search is put back to (``known_at``), or None: now."""
+        return to_us(self.known_at) if self.known_at is not None else None
+
     def window(self, now: int | None = None) -> Window | None:
-        """The validity window asked about; ``None`` means every record, ever."""
+        """The validity window asked about; ``None`` means every record, ever. A
+        current search put back to ``known_at`` asks about validity at that instant
+        (the answer memstrata would have given then)."""
+        known_at = self.known_at_us()
+        if known_at is not None:
+            now = known_at
         if self.include_historical:
             return None
         if self.as_of is not None:

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from memstrata.domain.auth import Token
-from memstrata.domain.ledger import LedgerEntry
+from memstrata.domain.ledger import ChangesPage, LedgerEntry
 from memstrata.domain.records import Record
 from memstrata.domain.search import ExpireRequest, SearchRequest
 from memstrata.domain.time import Window
@@ -89,17 +89,31 @@ class Store(Protocol):
         ...
 
     # reads
-    def get(self, namespace: str, record_id: str, version: int | None = None) -> Record:
-        """The current record, or the given version of it."""
+    def get(
+        self,
+        namespace: str,
+        record_id: str,
+        version: int | None = None,
+        known_at: int | None = None,
+    ) -> Record:
+        """The current record, the given version of it, or its version as known at
+        record time ``known_at``."""
         ...
 
     def versions(self, namespace: str, record_id: str) -> list[int]:
         """Every version number the record has had, ascending."""
         ...
 
-    def history(self, namespace: str, record_id: str) -> list[Record]:
+    def history(self, namespace: str, record_id: str, known_at: int | None = None) -> list[Record]:
         """Every record of the supersession chain through ``record_id``, oldest
-        first."""
+        first; as known at record time ``known_at`` when given."""
+        ...
+
+    def changes(
+        self, namespace: str, since: int, until: int, *, after: int | None, limit: int
+    ) -> ChangesPage:
+        """What was recorded in ``[since, until)`` (record time), oldest first, a page
+        of ``limit`` after ledger seq ``after``."""
         ...
 
     def origin_records(self, namespace: str, source: str) -> list[Record]:

@@ -28,8 +28,9 @@ from memstrata.store.postgres.connection import Connection, Database, connect
 from memstrata.store.postgres.migrations import apply_migrations
 from memstrata.store.sql.dialect import Dialect, Lane
 from memstrata.store.sql.maintenance import Finding
+from memstrata.store.sql.past import known_rows
 from memstrata.store.sql.rows import ROW_FIELDS, best, hits, prefixed
-from memstrata.store.sql.scope import scope_clause, scope_rowids
+from memstrata.store.sql.scope import known_scope, scope_clause, scope_rowids
 
 log = logging.getLogger("memstrata.store.postgres")
 
@@ -199,6 +200,16 @@ class PostgresDialect(Dialect):
             ).rowcount
         )
 
+    def keep_vectors(self, tx: Connection, namespace: str, rowid: int, content_hash: str) -> None:
+        tx.execute(
+            "INSERT INTO past_vectors (namespace, record, content_hash, embedder_id, dimensions,"
+            " embedding) SELECT namespace, record, %s, embedder_id, dimensions, embedding"
+            " FROM vectors WHERE namespace = %s AND record = %s"
+            " ON CONFLICT (namespace, record, content_hash, embedder_id) DO UPDATE SET"
+            " dimensions = excluded.dimensions, embedding = excluded.embedding",
+            (content_hash, namespace, rowid),
+        )
+
     def claim_key(self, tx: Connection, namespace: str, key: str) -> None:
         tx.execute(
             "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{namespace}\x1f{key}",)
@@ -209,12 +220,59 @@ class PostgresDialect(Dialect):
 
     # -- lanes ----------------------------------------------------------------------
 
+    def _semantic_known(
+        self, lane: Lane, embedder_id: str, query: np.ndarray
+    ) -> tuple[list[tuple[Record, float]], int]:
+        """Exact cosine over the records as known at ``lane.known_at``: a version whose
+        content is the record's content now uses the current vector; one whose content
+        has changed since uses the vector kept for it (``past_vectors``)."""
+        assert lane.known_at is not None
+        current, replaced = known_scope(
+            self, "r", lane.namespace, lane.request, lane.window, lane.known_at
+        )
+        dimensions = int(query.shape[0])
+        sql = (
+            "WITH s AS MATERIALIZED ("
+            f"SELECT r.rowid AS record, r.content_hash AS hash, TRUE AS same FROM records r"
+            f" WHERE {current.where} UNION ALL"
+            " SELECT r.record, r.content_hash, r.content_hash = c.content_hash FROM record_past r"
+            " JOIN records c ON c.namespace = r.namespace AND c.rowid = r.record"
+            f" WHERE {replaced.where}),"
+            " scored AS (SELECT s.record, -(v.embedding <#> %b) AS similarity FROM s"
+            " JOIN vectors v ON v.namespace = %s AND v.record = s.record AND v.embedder_id = %s"
+            " AND v.dimensions = %s WHERE s.same UNION ALL"
+            " SELECT s.record, -(v.embedding <#> %b) FROM s JOIN past_vectors v"
+            " ON v.namespace = %s AND v.record = s.record AND v.content_hash = s.hash"
+            " AND v.embedder_id = %s AND v.dimensions = %s WHERE NOT s.same)"
+            " SELECT c.total, c.embedded, b.record, b.similarity FROM"
+            " (SELECT (SELECT count(*) FROM s) AS total, (SELECT count(*) FROM scored)"
+            " AS embedded) c LEFT JOIN (SELECT record, similarity,"
+            " rank() OVER (ORDER BY similarity DESC) AS place FROM scored) b ON b.place <= %s"
+        )
+        params = [
+            *current.params, *replaced.params,
+            query, lane.namespace, embedder_id, dimensions,
+            query, lane.namespace, embedder_id, dimensions, lane.limit,
+        ]  # fmt: skip
+        with self.db.snapshot() as conn:
+            found = conn.execute(sql, params).fetchall()
+            total, embedded = int(found[0][0]), int(found[0][1])
+            chosen = {int(row[2]): float(row[3]) for row in found if row[2] is not None}
+            rows = (
+                known_rows(self, conn, lane.namespace, lane.known_at, list(chosen))
+                if chosen else []
+            )  # fmt: skip
+        found_hits = hits(rows, lane.request, lambda row: chosen[row[0]])
+        return best(found_hits, lane.limit), total - embedded
+
     def semantic(
         self, lane: Lane, embedder_id: str, query: np.ndarray
     ) -> tuple[list[tuple[Record, float]], int]:
         """Exact for scopes up to ``exact_limit``, the HNSW index beyond (vectors.py)."""
-        namespace, request, window, limit = lane.namespace, lane.request, lane.window, lane.limit
         query = np.asarray(query, dtype=np.float32)
+        if lane.known_at is not None:
+            return self._semantic_known(lane, embedder_id, query)
+        namespace, request, window, limit = lane.namespace, lane.request, lane.window, lane.limit
         dimensions = int(query.shape[0])
         scope, scope_params = scope_rowids(self, namespace, request, window)
         build = False

@@ -18,7 +18,7 @@ from psycopg import errors
 
 from memstrata.domain.errors import InvalidInput
 from memstrata.store.postgres.connection import Connection
-from memstrata.store.sql import lexical, migrate
+from memstrata.store.sql import lexical, migrate, past
 from memstrata.store.sql.migrate import Migration, run_script
 
 MIGRATIONS: list[tuple[str, Migration]] = []
@@ -300,6 +300,90 @@ def m005_lexical_postings(conn: Connection) -> None:
         """,
     )
     lexical.index_all(conn)
+
+
+@migration
+def m006_record_time(conn: Connection) -> None:
+    """Record time travel (``known_at``): each replaced version of a record as a row
+    of ``record_past`` with its record-time range ``[known_from, known_to)``, its scope
+    rows, and the vectors of contents a record no longer holds.
+    The current version stays in ``records`` (known from its ``updated_at``)."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE record_past (
+            rowid         bigint GENERATED ALWAYS AS IDENTITY,
+            namespace     text COLLATE "C" NOT NULL,
+            record        bigint NOT NULL,
+            known_from    bigint NOT NULL,
+            known_to      bigint NOT NULL,
+            id            text COLLATE "C" NOT NULL,
+            content       text NOT NULL,
+            content_hash  text NOT NULL,
+            payload       bytea,
+            metadata      text NOT NULL,
+            tags          text NOT NULL,
+            kind          text COLLATE "C" NOT NULL,
+            key           text COLLATE "C",
+            trust         text NOT NULL,
+            source        text,
+            origin        text,
+            created_at    bigint NOT NULL,
+            updated_at    bigint NOT NULL,
+            valid_from    bigint NOT NULL,
+            valid_to      bigint,
+            deleted_at    bigint,
+            supersedes    text NOT NULL,
+            superseded_by text COLLATE "C",
+            version       integer NOT NULL,
+            PRIMARY KEY (namespace, rowid),
+            FOREIGN KEY (namespace, record) REFERENCES records (namespace, rowid)
+                ON DELETE CASCADE
+        );
+        CREATE INDEX record_past_ns_known ON record_past (namespace, known_to, known_from);
+        CREATE INDEX record_past_record ON record_past (namespace, record);
+        CREATE TABLE past_tags (
+            namespace   text COLLATE "C" NOT NULL,
+            record      bigint NOT NULL,
+            tag         text COLLATE "C" NOT NULL,
+            valid_from  bigint NOT NULL,
+            valid_to    bigint,
+            deleted_at  bigint,
+            FOREIGN KEY (namespace, record) REFERENCES record_past (namespace, rowid)
+                ON DELETE CASCADE
+        );
+        CREATE INDEX past_tags_record ON past_tags (namespace, record);
+        CREATE INDEX past_tags_tag ON past_tags (namespace, md5(tag), record);
+        CREATE TABLE past_meta (
+            namespace   text COLLATE "C" NOT NULL,
+            record      bigint NOT NULL,
+            key         text COLLATE "C" NOT NULL,
+            value       text COLLATE "C" NOT NULL,
+            num         double precision,
+            valid_from  bigint NOT NULL,
+            valid_to    bigint,
+            deleted_at  bigint,
+            PRIMARY KEY (namespace, record, key),
+            FOREIGN KEY (namespace, record) REFERENCES record_past (namespace, rowid)
+                ON DELETE CASCADE
+        );
+        CREATE INDEX past_meta_value ON past_meta (namespace, key, md5(value), record);
+        -- a vector of a content the record held before (by its hash), kept when the
+        -- content changed, for known_at searches of that time
+        CREATE TABLE past_vectors (
+            namespace    text COLLATE "C" NOT NULL,
+            record       bigint NOT NULL,
+            content_hash text NOT NULL,
+            embedder_id  text COLLATE "C" NOT NULL,
+            dimensions   integer NOT NULL,
+            embedding    vector NOT NULL CHECK (vector_dims(embedding) = dimensions),
+            PRIMARY KEY (namespace, record, content_hash, embedder_id),
+            FOREIGN KEY (namespace, record) REFERENCES records (namespace, rowid)
+                ON DELETE CASCADE
+        );
+        """,
+    )
+    past.backfill(conn)
 
 
 def _ensure_vector_extension(conn: Connection) -> None:

@@ -54,12 +54,14 @@ class Database(Protocol):
 @dataclass(frozen=True)
 class Lane:
     """One lane's part of a search: the namespace, the request, its time window
-    (None: include historical) and how many hits the lane returns."""
+    (None: include historical), how many hits the lane returns, and the record time
+    it is put back to (``known_at``; None: now)."""
 
     namespace: str
     request: SearchRequest
     window: Window | None
     limit: int
+    known_at: int | None = None
 
 
 class Dialect(ABC):
@@ -152,6 +154,11 @@ class Dialect(ABC):
     ) -> int:
         """Takes away a record's vectors (``rowid``) or a namespace's vectors of one
         embedder; returns how many."""
+
+    @abstractmethod
+    def keep_vectors(self, tx: Tx, namespace: str, rowid: int, content_hash: str) -> None:
+        """Copies the record's vectors into ``past_vectors`` under ``content_hash`` (the
+        content they were derived from, which the record is about to stop holding)."""
 
     def claim_key(self, tx: Tx, namespace: str, key: str) -> None:  # noqa: B027 - a hook
         """Serialises this transaction with any other that claims ``key`` (nothing to

@@ -29,8 +29,8 @@ from memstrata.domain.records import Record
 from memstrata.domain.words import DEFAULT_LANGUAGE, LANGUAGES, query_terms, term_counts
 from memstrata.store.sql.dialect import Dialect, Lane, Tx, chunks
 from memstrata.store.sql.maintenance import Finding
-from memstrata.store.sql.rows import hits, prefixed
-from memstrata.store.sql.scope import scope_clause
+from memstrata.store.sql.rows import COLUMNS, best, hits, prefixed
+from memstrata.store.sql.scope import known_scope, scope_clause
 
 K1 = 1.2
 B = 0.75
@@ -61,9 +61,15 @@ class Weights:
     per_length: float
 
 
-def weights(documents: int, length: int, df: dict[str, int], terms: Sequence[str]) -> Weights:
-    """The constants for ``terms`` (those with no df match nothing and are left out)."""
+def weights(
+    documents: int, length: int, df: dict[str, int], terms: Sequence[str], *, known: bool = False
+) -> Weights:
+    """The constants for ``terms`` (those with no df match nothing and are left out;
+    ``known``: a term with no df counts as held by one record, for a ``known_at``
+    search, whose past versions may hold terms no current record does)."""
     mean = length / documents if documents and length else 1.0
+    if known:
+        df = {t: max(df.get(t, 0), 1) for t in terms}
     found = [t for t in terms if df.get(t)]
     if len(found) > MAX_QUERY_TERMS:
         found = sorted(found, key=lambda t: (df[t], t))[:MAX_QUERY_TERMS]
@@ -83,14 +89,16 @@ def search(d: Dialect, lane: Lane) -> list[tuple[Record, float]]:
     Two statements: the namespace's statistics with the df of the query's terms (in
     every language, so one read serves whatever language the namespace has), then
     the ranking. They are not one snapshot (that costs PostgreSQL four more round
-    trips): a write committed between them shifts scores by its own counts at most."""
+    trips): a write committed between them shifts scores by its own counts at most.
+    A ``known_at`` search (:func:`_known`) reads in one snapshot instead, since a
+    write between its reads could move a record from one half to the other."""
     namespace, request = lane.namespace, lane.request
     text = request.query or ""
     candidates = {t for language in LANGUAGES for t in query_terms(text, language)}
     if not candidates:
         return []
     test, test_params = d.in_list("t.term", sorted(candidates))
-    with d.db.read() as tx:
+    with d.db.read() if lane.known_at is None else d.db.snapshot() as tx:
         rows = tx.execute(
             "SELECT s.language, s.documents, s.length, t.term, t.df FROM lexical_stats s"
             f" LEFT JOIN lexical_terms t ON t.namespace = s.namespace AND {test}"
@@ -101,13 +109,26 @@ def search(d: Dialect, lane: Lane) -> list[tuple[Record, float]]:
             return []
         language, documents, length = rows[0][0], int(rows[0][1]), int(rows[0][2])
         df = {row[3]: int(row[4]) for row in rows if row[3] is not None}
-        w = weights(documents, length, df, query_terms(text, language))
+        terms = query_terms(text, language)
+        if lane.known_at is not None:
+            return _known(d, tx, lane, language, weights(documents, length, df, terms, known=True))
+        w = weights(documents, length, df, terms)
         if not w.terms:
             return []
         where, params = scope_clause(d, "r", namespace, request, lane.window)
-        values = ", ".join("(?, ?)" for _ in w.terms)
-        score = d.truncated("q.column2 * p.tf / (p.tf + ? + ? * p.length)")
-        rows = tx.execute(
+        rows = _ranked(d, tx, namespace, w, where, params, lane.limit)
+    return hits(rows, request, lambda row: int(row[-1]) / SCALE)
+
+
+def _ranked(
+    d: Dialect, tx: Tx, namespace: str, w: Weights, where: str, params: list[Any], limit: int
+) -> list[Any]:
+    """The best ``limit`` current rows (``records`` aliased ``r``, within ``where``) by
+    the postings, each row ``COLUMNS`` and the score in units of 1/SCALE."""
+    values = ", ".join("(?, ?)" for _ in w.terms)
+    score = d.truncated("q.column2 * p.tf / (p.tf + ? + ? * p.length)")
+    return list(
+        tx.execute(
             f"SELECT {prefixed('r')}, s.score FROM ("
             f" SELECT p.namespace, p.record, sum({score}) AS score"
             f" FROM (VALUES {values}) q JOIN lexical_postings p"
@@ -116,9 +137,40 @@ def search(d: Dialect, lane: Lane) -> list[tuple[Record, float]]:
             f" {d.records_join('r', 's')} WHERE {where}"
             " ORDER BY s.score DESC, r.id LIMIT ?",
             [w.base, w.per_length, *(v for pair in w.terms for v in pair), namespace,
-             *params, lane.limit],
-        ).fetchall()  # fmt: skip
-    return hits(rows, request, lambda row: int(row[-1]) / SCALE)
+             *params, limit],
+        ).fetchall()
+    )  # fmt: skip
+
+
+def _known(d: Dialect, tx: Tx, lane: Lane, language: str, w: Weights) -> list[tuple[Record, float]]:
+    """BM25 over the records as known at ``lane.known_at``, with the namespace's
+    statistics of now (the same N, mean length and df the current lane uses; a query
+    term no current record holds counts as held by one record, so a word only a past
+    version held still finds it). Current rows recorded by then are ranked from their
+    postings; a replaced version (``record_past``) keeps no postings, so its content
+    is tokenised here, in the namespace's language, and scored by the same formula,
+    each term's part cut to 1/SCALE as the SQL does."""
+    assert lane.known_at is not None
+    if not w.terms:
+        return []
+    current, replaced = known_scope(
+        d, "r", lane.namespace, lane.request, lane.window, lane.known_at
+    )
+    rows = _ranked(d, tx, lane.namespace, w, current.where, current.params, lane.limit)
+    content = COLUMNS.split(", ").index("content")
+    for row in tx.execute(
+        f"SELECT {prefixed('r', 'record')} FROM record_past r WHERE {replaced.where}",
+        replaced.params,
+    ):
+        counts, length = term_counts(row[content], language)
+        parts = [
+            int(weight * counts[term] / (counts[term] + w.base + w.per_length * length))
+            for term, weight in w.terms
+            if counts[term]
+        ]
+        if parts:
+            rows.append((*row, sum(parts)))
+    return best(hits(rows, lane.request, lambda row: int(row[-1]) / SCALE), lane.limit)
 
 
 def bound_language(tx: Tx, namespace: str) -> str | None:

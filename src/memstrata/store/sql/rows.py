@@ -9,7 +9,7 @@ from functools import cache
 from typing import Any
 
 from memstrata.domain.records import Origin, Record
-from memstrata.domain.search import SearchRequest
+from memstrata.domain.search import SearchRequest, parse_number
 from memstrata.domain.time import from_us, to_us
 
 #: The columns a record's row is written with (every one but the rowid).
@@ -26,10 +26,13 @@ COLUMNS = (
 )
 
 
-@cache  # every search asks for the same one or two: build each once
-def prefixed(alias: str) -> str:
-    """``COLUMNS``, each qualified by ``alias``."""
-    return ", ".join(f"{alias}.{name.strip()}" for name in COLUMNS.split(","))
+@cache  # every search asks for the same few: build each once
+def prefixed(alias: str, rowid: str = "rowid") -> str:
+    """``COLUMNS`` of ``alias``; the record's rowid read from column ``rowid`` (a
+    replaced version's ``record``)."""
+    names = [name.strip() for name in COLUMNS.split(",")]
+    first = f"{alias}.{rowid}" if rowid == "rowid" else f"{alias}.{rowid} AS rowid"
+    return ", ".join([first, *(f"{alias}.{name}" for name in names[1:])])
 
 
 def _instant(us: int | None) -> Any:
@@ -104,6 +107,21 @@ def row_values(record: Record) -> dict[str, Any]:
         "superseded_by": record.superseded_by,
         "version": record.version,
     }
+
+
+def scope_rows(
+    record: Record, values: dict[str, Any], rowid: int
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The tag rows (namespace, tag, record, valid_from, valid_to, deleted_at) and the
+    metadata rows (namespace, key, value, record, num, valid_from, valid_to, deleted_at)
+    of ``record`` (its ``row_values``) as row ``rowid``: they repeat its validity."""
+    validity = (values["valid_from"], values["valid_to"], values["deleted_at"])
+    tags = [(record.namespace, tag, rowid, *validity) for tag in record.tags]
+    meta = [
+        (record.namespace, key, value, rowid, parse_number(value), *validity)
+        for key, value in record.metadata.items()
+    ]
+    return tags, meta
 
 
 def hits(

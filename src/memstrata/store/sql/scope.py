@@ -11,6 +11,7 @@ The dialect words what its engine spells apart: text equality (PostgreSQL matche
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from memstrata.domain.search import NUMERIC_OPS, Op, Predicate, SearchRequest
@@ -49,22 +50,33 @@ def temporal_clause(
     )
 
 
+#: The scope rows (tags, metadata) of current records, and of replaced versions
+#: (:mod:`memstrata.store.sql.past`), which have the same columns.
+CURRENT_ROWS = ("record_tags", "record_meta")
+PAST_ROWS = ("past_tags", "past_meta")
+
+
 def _members(
-    d: Dialect, filters: dict[str, str], predicates: list[Predicate], tags: list[str]
+    d: Dialect,
+    filters: dict[str, str],
+    predicates: list[Predicate],
+    tags: list[str],
+    rows: tuple[str, str] = CURRENT_ROWS,
 ) -> list[Member]:
     """Tags, then metadata filters, then predicates, each as a member test."""
+    tag_rows, meta_rows = rows
     members = []
     for tag in tags:
         test, values = d.text_equals("{c}tag", tag)
-        members.append(Member("record_tags", test, tuple(values)))
+        members.append(Member(tag_rows, test, tuple(values)))
     for key, value in filters.items():
         test, values = d.text_equals("{c}value", value)
-        members.append(Member("record_meta", "{c}key = ? AND " + test, (key, *values)))
+        members.append(Member(meta_rows, "{c}key = ? AND " + test, (key, *values)))
     for predicate in predicates:
         key = predicate.key
         if predicate.op in NUMERIC_OPS:
             test = f"{{c}}key = ? AND {{c}}num {_NUMERIC_SQL[predicate.op]} ?"
-            members.append(Member("record_meta", test, (key, predicate.number())))
+            members.append(Member(meta_rows, test, (key, predicate.number())))
             continue
         if predicate.op == Op.EQ:
             test, values = d.text_equals("{c}value", predicate.values[0])
@@ -72,7 +84,7 @@ def _members(
             test, values = "{c}value <> ?", [predicate.values[0]]
         else:
             test, values = d.text_in("{c}value", predicate.values)
-        members.append(Member("record_meta", "{c}key = ? AND " + test, (key, *values)))
+        members.append(Member(meta_rows, "{c}key = ? AND " + test, (key, *values)))
     return members
 
 
@@ -125,14 +137,20 @@ def _record_clauses(
 
 
 def scope_clause(
-    d: Dialect, alias: str, namespace: str, request: SearchRequest, window: Window | None
+    d: Dialect,
+    alias: str,
+    namespace: str,
+    request: SearchRequest,
+    window: Window | None,
+    rows: tuple[str, str] = CURRENT_ROWS,
 ) -> tuple[str, list[Any]]:
-    """The full pre-filter for one search, as SQL over ``records`` aliased ``alias``.
+    """The full pre-filter for one search, as SQL over ``records`` aliased ``alias``
+    (or over ``record_past``, whose scope rows are ``PAST_ROWS``).
 
     Tag and metadata filters are presumed selective: when there are any (and no key,
     which has its own index), the namespace and temporal terms are written unindexed
     so the scan is driven from the filter's index, not the namespace."""
-    members = _members(d, request.filter, request.predicates, request.tags)
+    members = _members(d, request.filter, request.predicates, request.tags, rows)
     by_membership = request.key is None and bool(members)
     namespace_column = f"{alias}.namespace"
     clauses = [f"{d.unindexed(namespace_column) if by_membership else namespace_column} = ?"]
@@ -176,3 +194,47 @@ def scope_rowids(
     if record_clauses:
         rows += " " + d.records_join("r", "d")
     return f"SELECT d.record FROM {rows} WHERE {' AND '.join(clauses)}", params
+
+
+def known_clause(alias: str, known_at: int, *, past: bool) -> tuple[str, list[Any]]:
+    """Record time (SPEC §3, ``known_at``): the version had been recorded by
+    ``known_at`` and was not yet replaced then. A current row is known over
+    ``[updated_at, ∞)``; a replaced one (``record_past``) over ``[known_from, known_to)``."""
+    if past:
+        return f"{alias}.known_from <= ? AND {alias}.known_to > ?", [known_at, known_at]
+    return f"{alias}.updated_at <= ?", [known_at]
+
+
+@dataclass(frozen=True)
+class Known:
+    """One half of a namespace as known at a past instant, in a search's scope: the
+    current rows already recorded then, or the replaced versions current then.
+    ``record`` is the column of ``table`` (aliased as given) that holds the record's
+    rowid; ``where`` is the scope and the record-time clause."""
+
+    table: str
+    record: str
+    where: str
+    params: list[Any]
+
+
+def known_scope(
+    d: Dialect,
+    alias: str,
+    namespace: str,
+    request: SearchRequest,
+    window: Window | None,
+    known_at: int,
+) -> tuple[Known, Known]:
+    """The search's scope over the records as known at ``known_at``: the same scope
+    clause on each half, each with its record-time clause. Each record is in at most
+    one half (its version of that instant)."""
+    halves = []
+    for table, record, rows, past in (
+        ("records", "rowid", CURRENT_ROWS, False),
+        ("record_past", "record", PAST_ROWS, True),
+    ):
+        where, params = scope_clause(d, alias, namespace, request, window, rows)
+        known, known_params = known_clause(alias, known_at, past=past)
+        halves.append(Known(table, record, f"{where} AND {known}", [*params, *known_params]))
+    return halves[0], halves[1]

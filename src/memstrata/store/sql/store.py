@@ -19,14 +19,15 @@ import numpy as np
 
 from memstrata.domain.auth import Capability, Token
 from memstrata.domain.errors import NotFound
-from memstrata.domain.ledger import LedgerEntry
+from memstrata.domain.ledger import CHANGE_OPS, Change, ChangesPage, LedgerEntry, change_kind
 from memstrata.domain.records import Record
 from memstrata.domain.search import ExpireAction, ExpireRequest, SearchRequest
-from memstrata.domain.time import Window
+from memstrata.domain.time import Window, format_instant, from_us
 from memstrata.store.graph import Graph
 from memstrata.store.sql import expiry, lexical
 from memstrata.store.sql.dialect import Database, Dialect, Lane, Tx
 from memstrata.store.sql.maintenance import Finding, Read
+from memstrata.store.sql.past import known_rows
 from memstrata.store.sql.rows import COLUMNS, record_from_row, record_from_snapshot
 from memstrata.store.sql.scope import metadata_clause
 from memstrata.store.sql.writes import Writes, fetch, missing
@@ -179,7 +180,22 @@ class SqlStore:
 
     # -- reads ----------------------------------------------------------------
 
-    def get(self, namespace: str, record_id: str, version: int | None = None) -> Record:
+    def get(
+        self,
+        namespace: str,
+        record_id: str,
+        version: int | None = None,
+        known_at: int | None = None,
+    ) -> Record:
+        if known_at is not None:
+            with self.db.snapshot() as tx:
+                known = self._known(tx, namespace, record_id, known_at)
+            if known is None:
+                raise NotFound(
+                    f"record {record_id!r} was not known in namespace {namespace!r} at "
+                    f"{format_instant(known_at)} (not recorded yet, or hard-deleted since)"
+                )
+            return known
         with self.db.read() as tx:
             if version is None:
                 found = fetch(self.dialect, tx, namespace, record_id)
@@ -206,15 +222,37 @@ class SqlStore:
             ).fetchall()
         return [row[0] for row in rows]
 
-    def history(self, namespace: str, record_id: str) -> list[Record]:
-        """Every record of the chain through ``record_id``, oldest first. The walk
-        remembers where it has been and stops at missing links."""
+    def _known(self, tx: Tx, namespace: str, record_id: str, known_at: int) -> Record | None:
+        """The version of the record known at ``known_at`` (with ``known_until`` when a
+        later version replaced it), or None."""
+        rows = known_rows(self.dialect, tx, namespace, known_at, [record_id], by="id")
+        if not rows:
+            return None
+        row = rows[0]
+        record = record_from_row(row)
+        if row[-1] is not None:
+            record.known_until = from_us(row[-1])
+        return record
+
+    def history(self, namespace: str, record_id: str, known_at: int | None = None) -> list[Record]:
+        """Every record of the chain through ``record_id``, oldest first (each as known
+        at ``known_at``, when given). The walk remembers where it has been and stops at
+        missing links."""
+
+        def read(tx: Tx, link: str) -> Record | None:
+            if known_at is not None:
+                return self._known(tx, namespace, link, known_at)
+            found = fetch(self.dialect, tx, namespace, link)
+            return found[1] if found else None
+
         with self.db.snapshot() as tx:
-            found = fetch(self.dialect, tx, namespace, record_id)
-            if found is None:
+            first = read(tx, record_id)
+            if first is None:
+                if known_at is not None:
+                    self.get(namespace, record_id, known_at=known_at)  # says why
                 raise missing(record_id, namespace)
-            chain: dict[str, Record] = {record_id: found[1]}
-            frontier = [found[1]]
+            chain: dict[str, Record] = {record_id: first}
+            frontier = [first]
             while frontier and len(chain) < HISTORY_LIMIT:
                 record = frontier.pop()
                 links = list(record.supersedes)
@@ -223,11 +261,42 @@ class SqlStore:
                 for link in links:
                     if link in chain:
                         continue
-                    linked = fetch(self.dialect, tx, namespace, link)
+                    linked = read(tx, link)
                     if linked is not None:
-                        chain[link] = linked[1]
-                        frontier.append(linked[1])
+                        chain[link] = linked
+                        frontier.append(linked)
         return sorted(chain.values(), key=lambda r: (r.valid_from, r.created_at, r.version, r.id))
+
+    def changes(
+        self, namespace: str, since: int, until: int, *, after: int | None, limit: int
+    ) -> ChangesPage:
+        """The ledger's changes of records recorded in ``[since, until)``, oldest first,
+        ``limit`` at a time after ledger ``seq`` ``after``; each with the version it
+        wrote, read from the versions (absent after a hard delete)."""
+        ops, op_params = self.dialect.in_list("op", list(CHANGE_OPS))
+        with self.db.snapshot() as tx:
+            rows = tx.execute(
+                "SELECT seq, at, op, record_id, version, actor FROM ledger WHERE namespace = ?"
+                f" AND at >= ? AND at < ? AND seq > ? AND {ops} ORDER BY seq LIMIT ?",
+                [namespace, since, until, after or 0, *op_params, limit + 1],
+            ).fetchall()
+            page = rows[:limit]
+            bodies: dict[tuple[str, int], Record] = {}
+            for record_id, version in {(r[3], r[4]) for r in page if r[4] is not None}:
+                found = tx.execute(
+                    "SELECT body, payload FROM record_versions WHERE namespace = ? AND id = ?"
+                    " AND version = ?",
+                    (namespace, record_id, version),
+                ).fetchone()
+                if found is not None:
+                    bodies[(record_id, version)] = record_from_snapshot(found[0], None)
+        changes = []
+        for seq, at, op, record_id, version, actor in page:
+            kind = change_kind(op, version)
+            assert kind is not None
+            changes.append(Change(seq, at, kind, op, record_id, version, actor,
+                                  bodies.get((record_id, version))))  # fmt: skip
+        return ChangesPage(changes, page[-1][0] if len(rows) > limit else None)
 
     def origin_records(self, namespace: str, source: str) -> list[Record]:
         """Every record (in every state but hard-deleted) whose ``origin.source`` is
@@ -246,7 +315,9 @@ class SqlStore:
     ) -> list[tuple[Record, float]]:
         """BM25 within the scope (:mod:`memstrata.store.sql.lexical`); higher scores
         are better, ties by id."""
-        return lexical.search(self.dialect, Lane(namespace, request, window, limit))
+        return lexical.search(
+            self.dialect, Lane(namespace, request, window, limit, request.known_at_us())
+        )
 
     def text_search(self, namespace: str) -> str:
         """The text-search language the namespace's records are indexed in."""
@@ -276,7 +347,8 @@ class SqlStore:
 
         Returns the best ``limit`` hits (ties by id) and how many in-scope records had
         no vector yet (``unembedded``)."""
-        return self.dialect.semantic(Lane(namespace, request, window, limit), embedder_id, query)
+        lane = Lane(namespace, request, window, limit, request.known_at_us())
+        return self.dialect.semantic(lane, embedder_id, query)
 
     def build_vector_index(self, dimensions: int) -> None:
         """Builds the vector index of one dimension now, where the dialect keeps one (a

@@ -18,12 +18,12 @@ import numpy as np
 from memstrata.domain import rules
 from memstrata.domain.errors import NotFound
 from memstrata.domain.records import Record, inheriting
-from memstrata.domain.search import parse_number
 from memstrata.domain.time import from_us
 from memstrata.store import graph
+from memstrata.store.sql import past
 from memstrata.store.sql.dialect import Dialect, Tx, chunks
 from memstrata.store.sql.lexical import Document, LexicalWrites
-from memstrata.store.sql.rows import COLUMNS, record_from_row, row_values, snapshot_body
+from memstrata.store.sql.rows import COLUMNS, record_from_row, row_values, scope_rows, snapshot_body
 
 #: Ids looked up together in one statement (SQLite caps bound parameters).
 PREFETCH_CHUNK = 500
@@ -131,6 +131,8 @@ class Writes:
         given for an existing one only when its content changed. Returns the rowid."""
         tx, d = self.tx, self.d
         values = row_values(record)
+        if rowid is not None:  # the version it replaces stays known until now
+            past.keep(d, tx, self.namespace, rowid, values["updated_at"])
         if rowid is None:
             if document is None:
                 document = self.lexical.document(record.content)
@@ -148,18 +150,11 @@ class Writes:
                 )
         # Scope rows repeat the record's namespace and validity; every change to a
         # record comes through here, so they never disagree with its row.
-        validity = (values["valid_from"], values["valid_to"], values["deleted_at"])
-        if record.tags:
-            d.insert_rows(
-                tx, "record_tags", TAG_COLUMNS,
-                [(record.namespace, tag, rowid, *validity) for tag in record.tags],
-            )  # fmt: skip
-        if record.metadata:
-            d.insert_rows(
-                tx, "record_meta", META_COLUMNS,
-                [(record.namespace, key, value, rowid, parse_number(value), *validity)
-                 for key, value in record.metadata.items()],
-            )  # fmt: skip
+        tags, meta = scope_rows(record, values, rowid)
+        if tags:
+            d.insert_rows(tx, "record_tags", TAG_COLUMNS, tags)
+        if meta:
+            d.insert_rows(tx, "record_meta", META_COLUMNS, meta)
         d.insert_rows(
             tx, "record_versions", VERSION_COLUMNS,
             [(record.namespace, record.id, record.version, snapshot_body(record),
@@ -232,7 +227,9 @@ class Writes:
         content_changed = existing is not None and existing.content != record.content
         fresh = existing is None or content_changed
         rowid = self.save(rowid, record, document=document if fresh else None)
-        if content_changed:  # they were derived from the old text
+        if content_changed:  # they were derived from the old text, which the past keeps
+            assert existing is not None
+            self.d.keep_vectors(self.tx, self.namespace, rowid, existing.content_hash())
             self.d.withdraw_vectors(self.tx, self.namespace, rowid=rowid)
         if incoming.vector is not None and embedder_id is not None:
             self.store_vector(rowid, embedder_id, np.asarray(incoming.vector, dtype=np.float32))

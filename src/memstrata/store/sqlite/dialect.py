@@ -19,10 +19,11 @@ from memstrata.domain.errors import InvalidInput
 from memstrata.domain.records import Record
 from memstrata.domain.search import SearchRequest
 from memstrata.domain.time import Window, now_us
-from memstrata.store.sql.dialect import Dialect, Lane
+from memstrata.store.sql.dialect import Dialect, Lane, chunks
 from memstrata.store.sql.maintenance import Finding
+from memstrata.store.sql.past import known_rows
 from memstrata.store.sql.rows import COLUMNS, ROW_FIELDS, best, hits
-from memstrata.store.sql.scope import scope_rowids
+from memstrata.store.sql.scope import known_scope, scope_rowids
 from memstrata.store.sqlite.connection import Database, translated
 from memstrata.store.sqlite.migrations import apply_migrations
 from memstrata.store.sqlite.scope_cache import ScopeCache
@@ -82,6 +83,18 @@ class SqliteDialect(Dialect):
     def update_record(self, tx: sqlite3.Connection, rowid: int, values: dict[str, Any]) -> None:
         tx.execute(_UPDATE, {**values, "rowid": rowid})
 
+    def keep_vectors(
+        self, tx: sqlite3.Connection, namespace: str, rowid: int, content_hash: str
+    ) -> None:
+        tx.execute(
+            "INSERT INTO past_vectors (record, content_hash, embedder_id, dimensions, vector)"
+            " SELECT record, ?, embedder_id, dimensions, vector FROM vectors"
+            " WHERE record = ? AND dimensions > 0 ON CONFLICT (record, content_hash,"
+            " embedder_id) DO UPDATE SET dimensions = excluded.dimensions,"
+            " vector = excluded.vector",
+            (content_hash, rowid),
+        )
+
     def store_vector(
         self, tx: sqlite3.Connection, namespace: str, rowid: int, embedder_id: str,
         unit: np.ndarray,
@@ -117,6 +130,62 @@ class SqliteDialect(Dialect):
 
     # -- lanes ----------------------------------------------------------------------
 
+    def _semantic_known(
+        self, lane: Lane, embedder_id: str, query: np.ndarray
+    ) -> tuple[list[tuple[Record, float]], int]:
+        """Exact cosine over the records as known at ``lane.known_at``: a version whose
+        content is the record's content now uses the current vector (the in-process
+        matrix); one whose content has changed since uses the vector kept for it."""
+        assert lane.known_at is not None
+        current, replaced = known_scope(
+            self, "r", lane.namespace, lane.request, lane.window, lane.known_at
+        )
+        query = query.astype(np.float32)
+        with self.db.snapshot() as conn:
+            rowids = [
+                row[0]
+                for row in conn.execute(
+                    f"SELECT r.rowid FROM records r WHERE {current.where}", current.params
+                )
+            ]
+            old: list[tuple[int, str]] = []
+            for record, same, content_hash in conn.execute(
+                "SELECT r.record, r.content_hash = c.content_hash, r.content_hash"
+                f" FROM record_past r JOIN records c ON c.rowid = r.record WHERE {replaced.where}",
+                replaced.params,
+            ):  # fmt: skip
+                if same:
+                    rowids.append(record)
+                else:
+                    old.append((record, content_hash))
+            total = len(rowids) + len(old)
+            scores: dict[int, float] = {}
+            if rowids:
+                matrix = self._vectors.refresh(conn, embedder_id, int(query.shape[0]))
+                in_scope = np.asarray(rowids, dtype=np.int64)
+                embedded = in_scope[matrix.has(in_scope)]
+                if embedded.shape[0]:
+                    similarities = matrix.scores(embedded, query)
+                    scores = dict(zip(embedded.tolist(), similarities.tolist(), strict=True))
+            wanted = dict(old)
+            for chunk in chunks(list(wanted), 500):
+                test, params = self.in_list("record", chunk)
+                for record, content_hash, blob in conn.execute(
+                    "SELECT record, content_hash, vector FROM past_vectors"
+                    f" WHERE embedder_id = ? AND dimensions = ? AND {test}",
+                    [embedder_id, int(query.shape[0]), *params],
+                ):
+                    if wanted.get(record) == content_hash:
+                        scores[record] = float(np.frombuffer(blob, dtype="<f4") @ query)
+            if not scores:
+                return [], total
+            ranked = sorted(scores.values(), reverse=True)
+            last = ranked[min(lane.limit, len(ranked)) - 1]  # and any tied with it
+            by_rowid = {rowid: score for rowid, score in scores.items() if score >= last}
+            rows = known_rows(self, conn, lane.namespace, lane.known_at, list(by_rowid))
+        found = hits(rows, lane.request, lambda row: by_rowid[row[0]])
+        return best(found, lane.limit), total - len(scores)
+
     def in_scope(
         self,
         conn: sqlite3.Connection,
@@ -143,6 +212,8 @@ class SqliteDialect(Dialect):
         self, lane: Lane, embedder_id: str, query: np.ndarray
     ) -> tuple[list[tuple[Record, float]], int]:
         """Exact cosine over the in-scope records, from the in-process matrix."""
+        if lane.known_at is not None:
+            return self._semantic_known(lane, embedder_id, query)
         namespace, request, window, limit = lane.namespace, lane.request, lane.window, lane.limit
         with self.db.snapshot() as conn:
             in_scope = self.in_scope(conn, namespace, request, window)

@@ -8,7 +8,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from memstrata.store.sql import lexical, migrate
+from memstrata.store.sql import lexical, migrate, past
 from memstrata.store.sql.migrate import Migration, run_script
 
 MIGRATIONS: list[tuple[str, Migration]] = []
@@ -334,6 +334,81 @@ def m007_lexical_postings(conn: sqlite3.Connection) -> None:
         """,
     )
     lexical.index_all(conn)
+
+
+@migration
+def m008_record_time(conn: sqlite3.Connection) -> None:
+    """Record time travel (``known_at``): each replaced version of a record as a row
+    of ``record_past`` with its record-time range ``[known_from, known_to)``, its scope
+    rows, and the vectors of contents a record no longer holds. The current version
+    stays in ``records`` (known from its ``updated_at``)."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE record_past (
+            rowid         INTEGER PRIMARY KEY AUTOINCREMENT,
+            record        INTEGER NOT NULL REFERENCES records (rowid) ON DELETE CASCADE,
+            known_from    INTEGER NOT NULL,
+            known_to      INTEGER NOT NULL,
+            namespace     TEXT NOT NULL,
+            id            TEXT NOT NULL,
+            valid_from    INTEGER NOT NULL,
+            valid_to      INTEGER,
+            deleted_at    INTEGER,
+            created_at    INTEGER NOT NULL,
+            updated_at    INTEGER NOT NULL,
+            trust         TEXT NOT NULL,
+            kind          TEXT NOT NULL,
+            key           TEXT,
+            superseded_by TEXT,
+            version       INTEGER NOT NULL,
+            content_hash  TEXT NOT NULL,
+            source        TEXT,
+            origin        TEXT,
+            supersedes    TEXT NOT NULL,
+            tags          TEXT NOT NULL,
+            metadata      TEXT NOT NULL,
+            content       TEXT NOT NULL,
+            payload       BLOB
+        );
+        CREATE INDEX record_past_ns_known ON record_past (namespace, known_to, known_from);
+        CREATE INDEX record_past_record ON record_past (record);
+        CREATE TABLE past_tags (
+            namespace   TEXT NOT NULL,
+            tag         TEXT NOT NULL,
+            record      INTEGER NOT NULL REFERENCES record_past (rowid) ON DELETE CASCADE,
+            valid_from  INTEGER NOT NULL,
+            valid_to    INTEGER,
+            deleted_at  INTEGER,
+            PRIMARY KEY (namespace, tag, record)
+        ) WITHOUT ROWID;
+        CREATE INDEX past_tags_record ON past_tags (record);
+        CREATE TABLE past_meta (
+            namespace   TEXT NOT NULL,
+            key         TEXT NOT NULL,
+            value       TEXT NOT NULL,
+            record      INTEGER NOT NULL REFERENCES record_past (rowid) ON DELETE CASCADE,
+            num         REAL,
+            valid_from  INTEGER NOT NULL,
+            valid_to    INTEGER,
+            deleted_at  INTEGER,
+            PRIMARY KEY (namespace, key, value, record)
+        ) WITHOUT ROWID;
+        CREATE INDEX past_meta_record ON past_meta (record);
+        CREATE INDEX past_meta_num ON past_meta (namespace, key, num) WHERE num IS NOT NULL;
+        -- a vector of a content the record held before (by its hash), kept when the
+        -- content changed, for known_at searches of that time
+        CREATE TABLE past_vectors (
+            record       INTEGER NOT NULL REFERENCES records (rowid) ON DELETE CASCADE,
+            content_hash TEXT NOT NULL,
+            embedder_id  TEXT NOT NULL,
+            dimensions   INTEGER NOT NULL,
+            vector       BLOB NOT NULL,
+            PRIMARY KEY (record, content_hash, embedder_id)
+        ) WITHOUT ROWID;
+        """,
+    )
+    past.backfill(conn)
 
 
 def apply_migrations(conn: sqlite3.Connection, now: int) -> list[str]:

@@ -1,0 +1,122 @@
+"""Record time: what the store keeps of a record's replaced versions, for both dialects.
+
+A record's current version is its ``records`` row, known from its ``updated_at`` on.
+When a write replaces it, the outgoing row is copied into ``record_past`` with its
+record-time range ``[known_from, known_to)`` (``known_to`` = the replacing version's
+``updated_at``), its tag and metadata rows into ``past_tags`` / ``past_meta`` (the same
+columns as ``record_tags`` / ``record_meta``, so :mod:`memstrata.store.sql.scope`
+renders one scope over either). The lexical lane tokenises a past version's content
+when it ranks it (:func:`memstrata.store.sql.lexical.search`), so the past keeps no
+postings of its own.
+A hard delete takes all of it with the record (cascades), so it is gone from the past.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+from memstrata.domain.time import to_us
+from memstrata.store.sql.dialect import Dialect, Tx
+from memstrata.store.sql.rows import (
+    ROW_FIELDS,
+    prefixed,
+    record_from_snapshot,
+    row_values,
+    scope_rows,
+)
+from memstrata.store.sql.scope import known_clause
+
+_FIELDS = ", ".join(ROW_FIELDS)
+
+
+def keep(d: Dialect, tx: Tx, namespace: str, rowid: int, known_to: int) -> None:
+    """Copies the record's current row (about to be replaced at ``known_to``) into the
+    past, with its scope rows."""
+    columns = _FIELDS
+    row = tx.execute(
+        f"INSERT INTO record_past (record, known_from, known_to, {columns})"
+        f" SELECT rowid, updated_at, ?, {columns} FROM records WHERE namespace = ?"
+        " AND rowid = ? RETURNING rowid",
+        (known_to, namespace, rowid),
+    ).fetchone()
+    past = int(row[0])
+    ns = d.unindexed("namespace")
+    tx.execute(
+        "INSERT INTO past_tags (namespace, tag, record, valid_from, valid_to, deleted_at)"
+        f" SELECT namespace, tag, ?, valid_from, valid_to, deleted_at FROM record_tags"
+        f" WHERE {ns} = ? AND record = ?",
+        (past, namespace, rowid),
+    )
+    tx.execute(
+        "INSERT INTO past_meta (namespace, key, value, record, num, valid_from, valid_to,"
+        " deleted_at) SELECT namespace, key, value, ?, num, valid_from, valid_to, deleted_at"
+        f" FROM record_meta WHERE {ns} = ? AND record = ?",
+        (past, namespace, rowid),
+    )
+
+
+def known_rows(
+    d: Dialect,
+    tx: Tx,
+    namespace: str,
+    known_at: int,
+    values: Sequence[Any],
+    *,
+    by: str = "rowid",
+) -> list[Any]:
+    """The rows (``COLUMNS``, the rowid being the record's, then when that version was
+    replaced or NULL) of the named records as known at ``known_at``, named by record
+    ``rowid`` or by ``id``."""
+    parts, params = [], []
+    for table, column, past in (("records", "rowid", False), ("record_past", "record", True)):
+        test, test_params = d.in_list(f"r.{column if by == 'rowid' else 'id'}", values)
+        known, known_params = known_clause("r", known_at, past=past)
+        until = "r.known_to" if past else "CAST(NULL AS BIGINT)"
+        parts.append(
+            f"SELECT {prefixed('r', column)}, {until} AS known_until FROM {table} r"
+            f" WHERE r.namespace = ? AND {test} AND {known}"
+        )
+        params += [namespace, *test_params, *known_params]
+    return list(tx.execute(" UNION ALL ".join(parts), params).fetchall())
+
+
+def backfill(tx: Tx) -> None:
+    """Fills the past from ``record_versions`` (a store written before record time was
+    kept): every version but the current one, known until the next version's
+    ``updated_at``."""
+    rows = tx.execute(
+        "SELECT r.rowid, r.version, v.version, v.body, v.payload FROM record_versions v"
+        " JOIN records r ON r.namespace = v.namespace AND r.id = v.id"
+        " ORDER BY v.namespace, v.id, v.version"
+    ).fetchall()
+    by_record: dict[int, list[tuple[int, str, Any]]] = {}
+    for rowid, current, version, body, payload in rows:
+        if version <= current:
+            by_record.setdefault(rowid, []).append((version, body, payload))
+    for rowid, versions in by_record.items():
+        records = [record_from_snapshot(body, payload) for _, body, payload in versions]
+        for record, after in itertools.pairwise(records):
+            assert after.updated_at is not None and record.updated_at is not None
+            values = row_values(record)
+            names = list(values)
+            inserted = tx.execute(
+                f"INSERT INTO record_past (record, known_from, known_to, {', '.join(names)})"
+                f" VALUES (?, ?, ?, {', '.join('?' for _ in names)}) RETURNING rowid",
+                [rowid, to_us(record.updated_at), to_us(after.updated_at),
+                 *values.values()],
+            ).fetchone()  # fmt: skip
+            tags, meta = scope_rows(record, values, int(inserted[0]))
+            if tags:
+                tx.executemany(
+                    "INSERT INTO past_tags (namespace, tag, record, valid_from, valid_to,"
+                    " deleted_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    tags,
+                )
+            if meta:
+                tx.executemany(
+                    "INSERT INTO past_meta (namespace, key, value, record, num, valid_from,"
+                    " valid_to, deleted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    meta,
+                )
