@@ -24,7 +24,7 @@ from typing import Any
 from memstrata.domain.auth import Capability, Token, capabilities_for, digest, new_secret
 from memstrata.domain.errors import Forbidden, InvalidInput, NotFound, Unauthenticated
 from memstrata.domain.graph import Entity, Mention, Relationship
-from memstrata.domain.ledger import LedgerEntry
+from memstrata.domain.ledger import ChangesPage, LedgerEntry
 from memstrata.domain.records import Record, UpsertResult, validate_namespace
 from memstrata.domain.search import ExpireAction, ExpireRequest, SearchRequest, SearchResult
 from memstrata.domain.time import now_us
@@ -118,13 +118,25 @@ class Caller:
         self.require(Capability.READ, namespace)
         return self.service.search(namespace, request)
 
-    def get(self, namespace: str, record_id: str, version: int | None = None) -> Record:
+    def get(
+        self,
+        namespace: str,
+        record_id: str,
+        version: int | None = None,
+        known_at: int | None = None,
+    ) -> Record:
         self.require(Capability.READ, namespace)
-        return self.service.get(namespace, record_id, version)
+        return self.service.get(namespace, record_id, version, known_at)
 
-    def history(self, namespace: str, record_id: str) -> list[Record]:
+    def history(self, namespace: str, record_id: str, known_at: int | None = None) -> list[Record]:
         self.require(Capability.READ, namespace)
-        return self.service.history(namespace, record_id)
+        return self.service.history(namespace, record_id, known_at)
+
+    def changes(
+        self, namespace: str, since: int, until: int | None, *, after: int | None, limit: int
+    ) -> ChangesPage:
+        self.require(Capability.READ, namespace)
+        return self.service.changes(namespace, since, until, after=after, limit=limit)
 
     def ledger(self, namespace: str, record_id: str) -> list[LedgerEntry]:
         self.require(Capability.READ, namespace)

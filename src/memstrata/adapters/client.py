@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from memstrata.domain.errors import ERRORS_BY_CODE, MemstrataError, ProviderFailed
 from memstrata.domain.graph import Entity, Mention, Relationship
+from memstrata.domain.ledger import ChangesPage
 from memstrata.domain.records import SERVER_FIELDS, Record, UpsertResult, superseding
 from memstrata.domain.search import SearchRequest, SearchResult
 from memstrata.domain.time import format_instant, parse_instant
@@ -32,6 +33,7 @@ from memstrata.domain.validation import parse_model
 from memstrata.jobs.embed import JobReport, Progress
 from memstrata.jobs.extract import ExtractReport
 from memstrata.memory import RecordLike, expire_request, to_record
+from memstrata.service import DEFAULT_CHANGES
 from memstrata.service_graph import NameLike
 
 DEFAULT_TIMEOUT = 60.0
@@ -56,6 +58,11 @@ def _record_json(record: Record) -> dict[str, Any]:
     """The fields the caller set, as JSON (payload base64, instants RFC 3339), without
     the ones the server owns (a record read back and written again carries them)."""
     return record.model_dump(mode="json", exclude_unset=True, exclude=set(SERVER_FIELDS))
+
+
+def _instant(value: Any, field: str) -> str | None:
+    """An instant as the server reads it (checked here, so the error names the field)."""
+    return None if value is None else format_instant(parse_instant(value, field))
 
 
 class Client:
@@ -179,13 +186,37 @@ class Client:
         result = SearchResult.model_validate_json(response.content)
         return result.model_copy(update={"ids_only": request.ids_only})
 
-    def get(self, namespace: str, id: str, version: int | None = None) -> Record:
-        response = self._call("GET", self._records_path(namespace, id), version=version)
+    def get(
+        self, namespace: str, id: str, version: int | None = None, known_at: Any = None
+    ) -> Record:
+        response = self._call(
+            "GET", self._records_path(namespace, id), version=version,
+            known_at=_instant(known_at, "known_at"),
+        )  # fmt: skip
         return Record.model_validate_json(response.content)
 
-    def history(self, namespace: str, id: str) -> list[Record]:
-        response = self._call("GET", self._records_path(namespace, id) + "/history")
+    def history(self, namespace: str, id: str, known_at: Any = None) -> list[Record]:
+        response = self._call(
+            "GET", self._records_path(namespace, id) + "/history",
+            known_at=_instant(known_at, "known_at"),
+        )  # fmt: skip
         return _History.model_validate_json(response.content).versions
+
+    def changes(
+        self,
+        namespace: str,
+        since: Any,
+        until: Any = None,
+        *,
+        after: int | None = None,
+        limit: int = DEFAULT_CHANGES,
+    ) -> ChangesPage:
+        response = self._call(
+            "GET", f"/v1/namespaces/{_segment(namespace)}/changes",
+            since=_instant(since, "since"), until=_instant(until, "until"),
+            after=after, limit=limit,
+        )  # fmt: skip
+        return ChangesPage.from_json(response.json())
 
     # -- jobs and namespaces ------------------------------------------------------
 

@@ -123,6 +123,12 @@ class SearchMemoriesInput(_Input):
         description="Search everything ever recorded: revised, expired, future and "
         "forgotten memories too.",
     )
+    known_at: str | None = Field(
+        default=None,
+        description="Answer as memory would have answered at this moment of recording: "
+        "only what had been recorded by then, each memory as it read then (before later "
+        f"corrections). Combines with as_of, from/until and include_historical. {INSTANT_HELP}.",
+    )
     expand: bool = Field(
         default=False,
         description="Also return memories related to the hits through the knowledge graph "
@@ -311,7 +317,8 @@ one moment ("what did we know on 2024-03-01?"). from and until (both, a half-ope
 [from, until)) search what was true at any time during that period. include_historical \
 searches everything ever recorded, including revised, expired and forgotten memories. \
 Use at most one of these. Each memory says when it was true (valid_from, valid_to) and \
-when it was recorded (created_at).
+when it was recorded (created_at). known_at puts the search back to a moment of \
+recording ("what did memory say last Tuesday, before it was corrected?").
 
 Narrow with tags (all must match), kind and filter (exact metadata values)."""
 

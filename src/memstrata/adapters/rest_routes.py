@@ -49,8 +49,8 @@ from memstrata.domain.auth import Capability
 from memstrata.domain.errors import PolicyLimit
 from memstrata.domain.records import MAX_ID_LENGTH, NAMESPACE_PATTERN, Record, UpsertResult
 from memstrata.domain.search import ExpireRequest, SearchRequest, SearchResult
-from memstrata.domain.time import to_us
-from memstrata.service import Service
+from memstrata.domain.time import parse_instant, to_us
+from memstrata.service import DEFAULT_CHANGES, Service
 
 log = logging.getLogger("memstrata.rest")
 
@@ -184,6 +184,16 @@ RecordId = Annotated[
 ]
 
 
+KnownAt = Annotated[
+    str | None,
+    Query(description="Record time travel: as memstrata knew it at this instant"),
+]
+
+
+def _instant(value: str | None, field: str) -> int | None:
+    return None if value is None else parse_instant(value, field)
+
+
 def reply(data: Any, status_code: int = 200) -> JSONResponse:
     return JSONResponse(data, status_code=status_code)
 
@@ -221,8 +231,9 @@ def get_record(
         int | None,
         Query(description="An earlier version", json_schema_extra={"minimum": 1}),
     ] = None,
+    known_at: KnownAt = None,
 ) -> Response:
-    return reply(who.get(ns, record_id, version).to_json())
+    return reply(who.get(ns, record_id, version, _instant(known_at, "known_at")).to_json())
 
 
 @records_router.delete(
@@ -282,8 +293,29 @@ def set_embedding(ns: Namespace, record_id: RecordId, raw: WriteBody, who: Calle
     response_model=HistoryResponse,
     summary="Every version of the knowledge, oldest first",
 )
-def history(ns: Namespace, record_id: RecordId, who: CallerDep) -> Response:
-    return reply({"versions": [r.to_json() for r in who.history(ns, record_id)]})
+def history(
+    ns: Namespace, record_id: RecordId, who: CallerDep, known_at: KnownAt = None
+) -> Response:
+    chain = who.history(ns, record_id, _instant(known_at, "known_at"))
+    return reply({"versions": [r.to_json() for r in chain]})
+
+
+@records_router.get(
+    "/v1/namespaces/{ns}/changes",
+    summary="What was recorded between two instants (record time), paginated",
+)
+def changes(
+    ns: Namespace,
+    who: CallerDep,
+    since: Annotated[str, Query(description="Start (inclusive): RFC 3339 or YYYY-MM-DD")],
+    until: Annotated[str | None, Query(description="End (exclusive); default now")] = None,
+    after: Annotated[int | None, Query(description="`next` of the previous page")] = None,
+    limit: Annotated[int, Query(description="Changes per page")] = DEFAULT_CHANGES,
+) -> Response:
+    page = who.changes(
+        ns, parse_instant(since, "since"), _instant(until, "until"), after=after, limit=limit
+    )
+    return reply(page.to_json())
 
 
 @records_router.get(

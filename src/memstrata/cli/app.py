@@ -21,6 +21,7 @@ import typer
 from typer.core import TyperGroup
 
 from memstrata.cli import (
+    changes,
     demo,
     embedding,
     graph,
@@ -170,6 +171,7 @@ def root(
 
 records.register(app)
 search.register(app)
+changes.register(app)
 embedding.register(app)
 graph.register(app)
 demo.register(app)

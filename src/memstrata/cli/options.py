@@ -23,6 +23,14 @@ Namespace = Annotated[
         help="Memory space to use.",
     ),
 ]
+KnownAt = Annotated[
+    str | None,
+    typer.Option(
+        "--known-at",
+        metavar="TIME",
+        help="As memstrata knew it at this instant (record time), before later writes.",
+    ),
+]
 JsonOutput = Annotated[
     bool, typer.Option("--json", help="Print stable machine-readable JSON instead of tables.")
 ]

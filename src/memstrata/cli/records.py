@@ -17,6 +17,7 @@ from memstrata.cli.options import (
     JsonOutput,
     Key,
     Kind,
+    KnownAt,
     Meta,
     Namespace,
     RecordId,
@@ -126,12 +127,13 @@ def get(
         int | None,
         typer.Option("--version", metavar="N", help="An earlier version (default: the latest)"),
     ] = None,
+    known_at: KnownAt = None,
     namespace: Namespace = "default",
     as_json: JsonOutput = False,
 ) -> None:
     """Show one record (soft-deleted and historical records included)."""
     with open_memory(ctx, create=False) as memory:
-        record = memory.get(namespace, record_id, version)
+        record = memory.get(namespace, record_id, version, known_at=known_at)
     if as_json:
         output.print_json(record.to_json())
     else:
@@ -141,12 +143,13 @@ def get(
 def history(
     ctx: typer.Context,
     record_id: IdArgument,
+    known_at: KnownAt = None,
     namespace: Namespace = "default",
     as_json: JsonOutput = False,
 ) -> None:
     """Every version of the knowledge RECORD_ID belongs to, oldest first."""
     with open_memory(ctx, create=False) as memory:
-        records = memory.history(namespace, record_id)
+        records = memory.history(namespace, record_id, known_at=known_at)
     if as_json:
         output.print_json({"versions": [record.to_json() for record in records]})
     else:

@@ -53,6 +53,15 @@ def search(
             "--until", metavar="TIME", help="End of the window, exclusive.", rich_help_panel=_TIME
         ),
     ] = None,
+    known_at: Annotated[
+        Instant,
+        typer.Option(
+            "--known-at",
+            metavar="TIME",
+            help="The answer memstrata would have given at this instant (record time).",
+            rich_help_panel=_TIME,
+        ),
+    ] = None,
     include_historical: Annotated[
         bool,
         typer.Option(
@@ -124,6 +133,7 @@ def search(
     }
     given = {
         "as_of": as_of,
+        "known_at": known_at,
         "kind": kind,
         "key": key,
         "min_trust": min_trust,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memstrata.domain.records import Record
-from memstrata.domain.time import format_instant
+from memstrata.domain.time import format_instant, parse_instant
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,24 @@ class ChangesPage:
 
     changes: list[Change]
     next: int | None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ChangesPage:
+        """The page as ``to_json`` wrote it (what a client reads)."""
+        changes = [
+            Change(
+                c["seq"],
+                parse_instant(c["at"], "at"),
+                c["change"],
+                c["op"],
+                c["id"],
+                c.get("version"),
+                c["actor"],
+                Record.model_validate(c["record"]) if "record" in c else None,
+            )
+            for c in data["changes"]
+        ]
+        return cls(changes, data.get("next"))
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"changes": [c.to_json() for c in self.changes]}

@@ -175,7 +175,7 @@ def search_request(message: pb.SearchRequest) -> SearchRequest:
         data["min_trust"] = _enum_value(
             TRUST_BY_ENUM, message.min_trust, "min_trust", "TRUST_UNVERIFIED or TRUST_VERIFIED"
         )
-    _instants(message, ("as_of", "created_after", "created_before"), data, "")
+    _instants(message, ("as_of", "created_after", "created_before", "known_at"), data, "")
     if message.HasField("between"):
         window: dict[str, Any] = {}
         _instants(message.between, ("from", "until"), window, "between.")
@@ -233,7 +233,9 @@ def record_message(record: Record, *, include_vector: bool = False) -> pb.Record
         value = getattr(record, name)
         if value is not None:
             setattr(message, name, value)
-    for name in ("created_at", "updated_at", "valid_from", "valid_to", "deleted_at"):
+    for name in (
+        "created_at", "updated_at", "valid_from", "valid_to", "deleted_at", "known_until",
+    ):  # fmt: skip
         value = getattr(record, name)
         if value is not None:
             _stamp(getattr(message, name), value)
@@ -289,6 +291,13 @@ def search_response(result: SearchResult, *, include_vector: bool) -> pb.SearchR
 def upsert_response(result: UpsertResult) -> pb.UpsertResponse:
     """An upsert's ids, versions and warnings."""
     return pb.UpsertResponse(ids=result.ids, versions=result.versions, warnings=result.warnings)
+
+
+def history_known_at(message: pb.HistoryRequest) -> int | None:
+    """The record time a HistoryRequest puts the chain back to, or None."""
+    data: dict[str, Any] = {}
+    _instants(message, ("known_at",), data, "")
+    return to_us(data["known_at"]) if "known_at" in data else None
 
 
 def history_response(versions: Iterable[Record]) -> pb.HistoryResponse:

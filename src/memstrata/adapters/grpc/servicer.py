@@ -122,6 +122,7 @@ class SemanticServicer(pb_grpc.SemanticServicer):
         self, request: pb.HistoryRequest, context: grpc.ServicerContext
     ) -> pb.HistoryResponse:
         def call(who: Caller) -> pb.HistoryResponse:
-            return convert.history_response(who.history(request.namespace, request.id))
+            known_at = convert.history_known_at(request)
+            return convert.history_response(who.history(request.namespace, request.id, known_at))
 
         return self._serve(context, "History", call)

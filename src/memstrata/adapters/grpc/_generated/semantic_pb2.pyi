@@ -63,7 +63,7 @@ EXPIRE_ACTION_SOFT_DELETE: ExpireAction
 EXPIRE_ACTION_HARD_DELETE: ExpireAction
 
 class Record(_message.Message):
-    __slots__ = ("id", "content", "payload", "vector", "metadata", "created_at", "valid_from", "valid_to", "deleted_at", "supersedes", "source", "version", "if_version", "namespace", "tags", "kind", "key", "trust", "origin", "updated_at", "superseded_by")
+    __slots__ = ("id", "content", "payload", "vector", "metadata", "created_at", "valid_from", "valid_to", "deleted_at", "supersedes", "source", "version", "if_version", "namespace", "tags", "kind", "key", "trust", "origin", "updated_at", "superseded_by", "known_until")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -92,6 +92,7 @@ class Record(_message.Message):
     ORIGIN_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     SUPERSEDED_BY_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_UNTIL_FIELD_NUMBER: _ClassVar[int]
     id: str
     content: str
     payload: bytes
@@ -113,7 +114,8 @@ class Record(_message.Message):
     origin: Origin
     updated_at: _timestamp_pb2.Timestamp
     superseded_by: str
-    def __init__(self, id: _Optional[str] = ..., content: _Optional[str] = ..., payload: _Optional[bytes] = ..., vector: _Optional[_Iterable[float]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deleted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., supersedes: _Optional[_Iterable[str]] = ..., source: _Optional[str] = ..., version: _Optional[int] = ..., if_version: _Optional[int] = ..., namespace: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., kind: _Optional[str] = ..., key: _Optional[str] = ..., trust: _Optional[_Union[Trust, str]] = ..., origin: _Optional[_Union[Origin, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., superseded_by: _Optional[str] = ...) -> None: ...
+    known_until: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., content: _Optional[str] = ..., payload: _Optional[bytes] = ..., vector: _Optional[_Iterable[float]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deleted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., supersedes: _Optional[_Iterable[str]] = ..., source: _Optional[str] = ..., version: _Optional[int] = ..., if_version: _Optional[int] = ..., namespace: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., kind: _Optional[str] = ..., key: _Optional[str] = ..., trust: _Optional[_Union[Trust, str]] = ..., origin: _Optional[_Union[Origin, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., superseded_by: _Optional[str] = ..., known_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Origin(_message.Message):
     __slots__ = ("source", "document", "chunk", "revision")
@@ -146,7 +148,7 @@ class UpsertResponse(_message.Message):
     def __init__(self, ids: _Optional[_Iterable[str]] = ..., versions: _Optional[_Iterable[int]] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
-    __slots__ = ("namespace", "query_text", "query_vector", "top_k", "filter", "include_payload", "include_vector", "as_of", "include_invalidated", "ids_only", "predicates", "created_after", "created_before", "mode", "rerank_candidate_k", "between", "kind", "tags", "key", "min_trust", "expand", "require_complete")
+    __slots__ = ("namespace", "query_text", "query_vector", "top_k", "filter", "include_payload", "include_vector", "as_of", "include_invalidated", "ids_only", "predicates", "created_after", "created_before", "mode", "rerank_candidate_k", "between", "kind", "tags", "key", "min_trust", "expand", "require_complete", "known_at")
     class FilterEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -176,6 +178,7 @@ class SearchRequest(_message.Message):
     MIN_TRUST_FIELD_NUMBER: _ClassVar[int]
     EXPAND_FIELD_NUMBER: _ClassVar[int]
     REQUIRE_COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_AT_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     query_text: str
     query_vector: _containers.RepeatedScalarFieldContainer[float]
@@ -198,7 +201,8 @@ class SearchRequest(_message.Message):
     min_trust: Trust
     expand: Expand
     require_complete: bool
-    def __init__(self, namespace: _Optional[str] = ..., query_text: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., top_k: _Optional[int] = ..., filter: _Optional[_Mapping[str, str]] = ..., include_payload: _Optional[bool] = ..., include_vector: _Optional[bool] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., include_invalidated: _Optional[bool] = ..., ids_only: _Optional[bool] = ..., predicates: _Optional[_Iterable[_Union[FieldPredicate, _Mapping]]] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., rerank_candidate_k: _Optional[int] = ..., between: _Optional[_Union[TimeWindow, _Mapping]] = ..., kind: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., key: _Optional[str] = ..., min_trust: _Optional[_Union[Trust, str]] = ..., expand: _Optional[_Union[Expand, _Mapping]] = ..., require_complete: _Optional[bool] = ...) -> None: ...
+    known_at: _timestamp_pb2.Timestamp
+    def __init__(self, namespace: _Optional[str] = ..., query_text: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., top_k: _Optional[int] = ..., filter: _Optional[_Mapping[str, str]] = ..., include_payload: _Optional[bool] = ..., include_vector: _Optional[bool] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., include_invalidated: _Optional[bool] = ..., ids_only: _Optional[bool] = ..., predicates: _Optional[_Iterable[_Union[FieldPredicate, _Mapping]]] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., mode: _Optional[_Union[SearchMode, str]] = ..., rerank_candidate_k: _Optional[int] = ..., between: _Optional[_Union[TimeWindow, _Mapping]] = ..., kind: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., key: _Optional[str] = ..., min_trust: _Optional[_Union[Trust, str]] = ..., expand: _Optional[_Union[Expand, _Mapping]] = ..., require_complete: _Optional[bool] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class FieldPredicate(_message.Message):
     __slots__ = ("key", "op", "values")
@@ -343,12 +347,14 @@ class ExpireResponse(_message.Message):
     def __init__(self, affected: _Optional[int] = ...) -> None: ...
 
 class HistoryRequest(_message.Message):
-    __slots__ = ("namespace", "id")
+    __slots__ = ("namespace", "id", "known_at")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_AT_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     id: str
-    def __init__(self, namespace: _Optional[str] = ..., id: _Optional[str] = ...) -> None: ...
+    known_at: _timestamp_pb2.Timestamp
+    def __init__(self, namespace: _Optional[str] = ..., id: _Optional[str] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class HistoryResponse(_message.Message):
     __slots__ = ("versions",)
