@@ -13,6 +13,8 @@ later must still be ranked by its own vector. Runs once per backend.
 
 from __future__ import annotations
 
+import contextlib
+
 import hypothesis.strategies as st
 import numpy as np
 import pytest
@@ -98,17 +100,14 @@ class KnownAtMachine(RuleBasedStateMachine):
     def step(self, write) -> None:  # type: ignore[no-untyped-def]
         """Runs one write at the next instant, then snapshots the whole store."""
         self.now += DAY // 2 + self.counter  # distinct instants, never round
-        try:
-            write()
-        except memstrata.MemstrataError:
-            pass  # refused writes change nothing; the snapshot shows that
+        with contextlib.suppress(memstrata.MemstrataError):
+            write()  # a refused write changes nothing; the snapshot shows that
         snapshot = {}
         for record_id in self.ids:
             if record_id not in self.gone:
-                try:
+                # (an id whose write was refused was never recorded)
+                with contextlib.suppress(memstrata.MemstrataError):
                     snapshot[record_id] = self.memory.get("ns", record_id)
-                except memstrata.MemstrataError:
-                    pass  # its write was refused: it was never recorded
         self.snapshots.append((self.now, snapshot))
 
     def live(self) -> list[str]:
@@ -181,8 +180,11 @@ class KnownAtMachine(RuleBasedStateMachine):
         kind=sometimes(st.sampled_from(["note", "fact"])),
         room=sometimes(st.sampled_from(ROOMS)),
         predicate=sometimes(
-            st.tuples(st.just("priority"), st.sampled_from(["EQ", "GTE", "LT"]),
-                      st.sampled_from(["1", "5"]))  # fmt: skip
+            st.tuples(
+                st.just("priority"),
+                st.sampled_from(["EQ", "GTE", "LT"]),
+                st.sampled_from(["1", "5"]),
+            )
         ),
         verified=st.booleans(),
         offset=st.integers(0, DAY // 4),
@@ -227,8 +229,10 @@ class KnownAtMachine(RuleBasedStateMachine):
                 and (not tag or tag in r.tags)
                 and (not kind or r.kind == kind)
                 and (not room or r.metadata.get("room") == room)
-                and (not predicate or predicate_holds(r.metadata, predicate[0], predicate[1],
-                                                      [predicate[2]]))  # fmt: skip
+                and (
+                    not predicate
+                    or predicate_holds(r.metadata, predicate[0], predicate[1], [predicate[2]])
+                )
                 and (not verified or r.trust == "verified")
             )
 

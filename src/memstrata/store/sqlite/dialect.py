@@ -142,12 +142,13 @@ class SqliteDialect(Dialect):
         )
         query = query.astype(np.float32)
         with self.db.snapshot() as conn:
-            rowids = [
-                row[0]
-                for row in conn.execute(
-                    f"SELECT r.rowid FROM records r WHERE {current.where}", current.params
-                )
-            ]
+            (listed,) = conn.execute(  # one text value, as in in_scope
+                f"SELECT group_concat(r.rowid) FROM records r WHERE {current.where}",
+                current.params,
+            ).fetchone()
+            rowids: list[int] = (
+                [] if listed is None else np.fromstring(listed, dtype=np.int64, sep=",").tolist()
+            )
             old: list[tuple[int, str]] = []
             for record, same, content_hash in conn.execute(
                 "SELECT r.record, r.content_hash = c.content_hash, r.content_hash"
