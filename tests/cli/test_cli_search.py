@@ -138,3 +138,18 @@ def test_semantic_ranking_without_an_embedder_is_refused(cli: Cli) -> None:
     assert result.stderr.startswith("error: memstrata.search.semantic_unavailable: ")
     data = cli.json("--embedder", "none", "search", "text", "--ranking", "lexical")
     assert data["warnings"] == []
+
+
+def test_known_at_and_changes(cli: Cli) -> None:
+    first = cli.add("the launch is on june ten")
+    recorded = cli.json("get", first)["updated_at"]
+    cli.ok("supersede", first, "the launch moved to june seventeen")
+    assert len(cli.search_ids("launch", "--ranking", "lexical")) == 1
+    assert cli.search_ids("launch", "--ranking", "lexical", "--known-at", recorded) == [first]
+    assert cli.json("get", first, "--known-at", recorded)["version"] == 1
+    past = cli.json("history", first, "--known-at", recorded)["versions"]
+    assert [r["id"] for r in past] == [first]
+    page = cli.json("changes", "--since", "2000-01-01")
+    assert [c["change"] for c in page["changes"]] == ["added", "invalidated", "added"]
+    assert "changes" in cli.ok("changes", "--since", "2000-01-01", "--limit", "1").stdout
+    assert cli("changes", "--since", "soon").exit_code != 0

@@ -247,3 +247,19 @@ async def test_search_memories_expands_through_the_graph(
     assert kit.contents(found) == ["Ada reviews the budget", "a separate note"]
     assert found["hits"][1]["signals"] == {"graph": {"hops": 1, "from": "seed"}}
     assert found["hits"][1]["via"][0]["predicate"] == "works on"
+
+
+async def test_search_memories_reads_the_past_with_known_at(
+    memory: memstrata.Memory, kit: Any
+) -> None:
+    first = memory.add("default", "the launch is on june ten")
+    recorded = memory.get("default", first).updated_at
+    memory.supersede("default", first, {"content": "the launch moved to june seventeen"})
+    async with client(memory) as session:
+        now = await kit.tool(session, "search_memories", {"query": "launch", "ranking": "lexical"})
+        then = await kit.tool(
+            session, "search_memories",
+            {"query": "launch", "ranking": "lexical", "known_at": recorded.isoformat()},
+        )  # fmt: skip
+    assert kit.contents(now) == ["the launch moved to june seventeen"]
+    assert kit.contents(then) == ["the launch is on june ten"]
