@@ -612,7 +612,7 @@ class Service(GraphMethods):
             raise InvalidInput("since must be earlier than until (the period is empty)")
         if not 1 <= limit <= MAX_COUNT:
             raise InvalidInput(f"limit must be between 1 and {MAX_COUNT}, got {limit}")
-        if after is not None and after < 0:
+        if after is not None and not 0 <= after <= MAX_INT64:
             raise InvalidInput(f"after must be a seq from a previous page, got {after}")
         return self.store.changes(namespace, since, until, after=after, limit=limit)
 

@@ -25,6 +25,7 @@ ROUTES: dict[tuple[str, str], tuple[str, Any]] = {
     ("PUT", "/v1/namespaces/{ns}/records/{id}/embedding"): (WRITE, {"vector": [1.0] * 256}),
     ("GET", "/v1/namespaces/{ns}/records/{id}/history"): (READ, None),
     ("GET", "/v1/namespaces/{ns}/records/{id}/ledger"): (READ, None),
+    ("GET", "/v1/namespaces/{ns}/changes"): (READ, None),
     ("POST", "/v1/namespaces/{ns}/search"): (READ, {"query": "x"}),
     ("POST", "/v1/namespaces/{ns}/expire"): (
         WRITE, {"filter": {"k": "v"}, "action": "invalidate", "max_rows": 1},

@@ -46,7 +46,7 @@ from memstrata.adapters.rest_paths import decode_segment
 from memstrata.config import Settings
 from memstrata.config import open_memory as open_configured
 from memstrata.domain.auth import Capability
-from memstrata.domain.errors import PolicyLimit
+from memstrata.domain.errors import InvalidInput, PolicyLimit
 from memstrata.domain.records import MAX_ID_LENGTH, NAMESPACE_PATTERN, Record, UpsertResult
 from memstrata.domain.search import ExpireRequest, SearchRequest, SearchResult
 from memstrata.domain.time import parse_instant, to_us
@@ -307,11 +307,16 @@ def history(
 def changes(
     ns: Namespace,
     who: CallerDep,
-    since: Annotated[str, Query(description="Start (inclusive): RFC 3339 or YYYY-MM-DD")],
+    since: Annotated[
+        str | None, Query(description="Start (inclusive), required: RFC 3339 or YYYY-MM-DD")
+    ] = None,
     until: Annotated[str | None, Query(description="End (exclusive); default now")] = None,
     after: Annotated[int | None, Query(description="`next` of the previous page")] = None,
     limit: Annotated[int, Query(description="Changes per page")] = DEFAULT_CHANGES,
 ) -> Response:
+    who.require(Capability.READ, ns)  # before reading the query: a 403 says nothing of it
+    if since is None:
+        raise InvalidInput("since is required: the instant the period of record time starts")
     page = who.changes(
         ns, parse_instant(since, "since"), _instant(until, "until"), after=after, limit=limit
     )
