@@ -6,7 +6,7 @@ from __future__ import annotations
 import memstrata
 from memstrata.domain.time import format_instant, to_us
 
-NAMES = {"sqlite": "m006_record_time", "postgres": "m005_record_time"}
+NAMES = {"sqlite": "m007_record_time", "postgres": "m005_record_time"}
 TABLES = ("past_fts", "past_vectors", "past_meta", "past_tags", "record_past")
 
 
