@@ -8,12 +8,14 @@ random validity modes and filters) and a ``known_at=T`` get: each must answer wh
 same question, asked by brute force of the snapshot taken at T, answers — less the
 records hard-deleted since, which are gone from the past too (SPEC §1.3). Semantic
 scores are recomputed from the hash embedder, so a version whose content changed
-later must still be ranked by its own vector. Runs once per backend.
+later must still be ranked by its own vector; lexical scores are BM25 of the version's
+own words with the namespace's statistics of now. Runs once per backend.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 
 import hypothesis.strategies as st
 import numpy as np
@@ -248,6 +250,18 @@ class KnownAtMachine(RuleBasedStateMachine):
             assert plain(hit.record) == plain(scope[record_id]), record_id
         order = [(-hit.score, hit.record.id) for hit in result.hits]
         assert order == sorted(order), "hits are ordered by score, ties by id"
+        if ranking == "lexical" and got:
+            # BM25 with the namespace's statistics of now (every record row, tombstones
+            # too), a word no current record holds counted as held by one
+            now = self.snapshots[-1][1].values()
+            mean = sum(len(r.content.split()) for r in now) / len(now)
+            df = max(1, sum(word in r.content.split() for r in now))
+            idf = math.log(1 + (len(now) - df + 0.5) / (df + 0.5))
+            for record_id, hit in got.items():
+                words = scope[record_id].content.split()
+                tf = words.count(word)
+                bm25 = idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * len(words) / mean))
+                assert hit.score == pytest.approx(bm25, abs=1e-6), record_id
         if ranking == "semantic":
             query = self.embedder.embed_query(word)
             for record_id, hit in got.items():
