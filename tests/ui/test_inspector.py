@@ -101,6 +101,20 @@ def test_the_form_sends_scope_and_time_options(inspector: Inspector, browser: We
     assert "priority" not in browser.current_url.split("#")[0]
 
 
+def test_the_form_sends_known_at(inspector: Inspector, browser: WebDriver) -> None:
+    """Record time: before anything was recorded, memory knew nothing."""
+    log_in(browser, inspector.url, inspector.reader)
+    visit(browser, inspector.url, f"search/{NS}")
+    search(browser, "Alice")
+    assert browser.find_elements(By.CSS_SELECTOR, ".hit")
+    browser.find_element(By.ID, "f-known_at").send_keys("2000-01-01")
+    search(browser, "Alice")
+    assert browser.find_elements(By.CSS_SELECTOR, ".hit") == []
+    browser.find_element(By.ID, "f-known_at").send_keys("x")  # the server names the field
+    search(browser, "Alice")
+    assert "known_at" in browser.find_element(By.ID, "results").text
+
+
 def test_the_cursor_changes_the_current_record(inspector: Inspector, browser: WebDriver) -> None:
     log_in(browser, inspector.url, inspector.reader)
     visit(browser, inspector.url, f"timeline/{NS}?record={inspector.seeded.acme}")

@@ -51,8 +51,7 @@ export function searchBody(params, { time = params.get('time') || 'now' } = {}) 
   if (time === 'as_of') body.as_of = params.get('as_of') || '';
   if (time === 'between') body.between = { from: params.get('from') || '', until: params.get('until') || '' };
   if (time === 'historical') body.include_historical = true;
-  // known_at (record time, issue 20): add `if (params.get('known_at')) body.known_at = …`
-  // here and a field in the form's time section once the server takes it.
+  if (params.get('known_at')) body.known_at = params.get('known_at'); // record time
   for (const flag of FLAGS) {
     if (params.get(flag) === 'on') body[flag] = true;
   }

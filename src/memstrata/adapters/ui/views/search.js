@@ -35,8 +35,8 @@ export function searchForm(ns, params, { submitTo = 'search' } = {}) {
         field('as_of', text('as_of', params, { placeholder: '2024-01-01' })),
         field('from', text('from', params, { placeholder: '2023-01-01' })),
         field('until', text('until', params, { placeholder: '2024-01-01' })),
-        // known_at (record time) belongs here once issue 20 lands on main
-        h('span', { class: 'muted', id: 'known-at-slot' }, 'known_at: not yet in this server')),
+        field('known_at', text('known_at', params, { placeholder: '2024-01-08' }),
+          'record time: as memory knew it then')),
       h('small', {}, 'Instants are RFC 3339 or YYYY-MM-DD (midnight UTC).')),
     h('fieldset', {}, h('legend', {}, 'Scope'),
       h('div', { class: 'row' },
