@@ -281,6 +281,14 @@ def load_settings(
     return settings
 
 
+def open_store_only(settings: Settings) -> Memory:
+    """The settings' store alone, without embedders or jobs: enough for tokens and
+    migrations, and quick to open."""
+    embedding = settings.embedding.model_copy(update={"provider": "none"})
+    bare = settings.model_copy(update={"embedding": embedding, "namespaces": {}})
+    return open_memory(bare, background_jobs=False)
+
+
 def open_memory(settings: Settings, *, background_jobs: bool = True) -> Memory:
     """Opens the store the settings name, with their embedders (each with its cache
     size) and their policy caps."""

@@ -53,6 +53,12 @@ token_app = typer.Typer(
 )
 
 
+def _open_store(settings: Settings) -> Memory:
+    from memstrata.config import open_store_only
+
+    return open_store_only(settings)
+
+
 def settings_for(
     ctx: typer.Context, config: str | None, overrides: dict[str, Any] | None = None
 ) -> Settings:
@@ -72,12 +78,6 @@ def settings_for(
         )
         settings = settings.model_copy(update={"embedding": embedding})
     return settings
-
-
-def _open_store(settings: Settings) -> Memory:
-    from memstrata.cli.serving import open_store_only
-
-    return open_store_only(settings)
 
 
 def serve(

@@ -28,11 +28,11 @@ from types import FrameType
 
 import uvicorn
 
+from memstrata.adapters.grpc.server import address, port_unavailable, serving
 from memstrata.cli import output
-from memstrata.config import Settings
+from memstrata.config import Settings, open_store_only
 from memstrata.config import open_memory as open_configured
 from memstrata.domain.errors import InvalidInput, MemstrataError
-from memstrata.memory import Memory
 
 log = logging.getLogger("memstrata.serve")
 
@@ -46,7 +46,7 @@ def serve(settings: Settings, log_level: str) -> None:
 
     configure_logging(log_level)
     workers = settings.server.workers
-    where = _where(settings)
+    where = address(settings.server.host, settings.server.port)
     grpc_note = f"gRPC on port {settings.server.grpc_port}" if settings.server.grpc_port else None
     if workers == 1:
         _serve_here(settings, log_level, sockets=None, announce=where)
@@ -71,19 +71,6 @@ def serve(settings: Settings, log_level: str) -> None:
         signal.raise_signal(signal.SIGTERM)
 
 
-def open_store_only(settings: Settings) -> Memory:
-    """The settings' store alone, without embedders or jobs: enough for tokens and
-    migrations, and quick to open."""
-    embedding = settings.embedding.model_copy(update={"provider": "none"})
-    bare = settings.model_copy(update={"embedding": embedding, "namespaces": {}})
-    return open_configured(bare, background_jobs=False)
-
-
-def _where(settings: Settings) -> str:
-    host, port = settings.server.host, settings.server.port
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
 def _serve_here(
     settings: Settings,
     log_level: str,
@@ -92,7 +79,6 @@ def _serve_here(
     ready: EventType | None = None,
 ) -> None:
     """REST, MCP and gRPC in this process until a signal; everything stopped in order."""
-    from memstrata.adapters.grpc.server import serving
     from memstrata.adapters.rest import create_app
 
     try:
@@ -166,7 +152,7 @@ def _bind(settings: Settings) -> socket.socket:
         return socket.create_server((host, port), family=family, backlog=2048)
     except OSError:
         raise InvalidInput(
-            f"server.port: cannot listen on {_where(settings)} (in use, or not an address "
+            f"server.port: cannot listen on {address(host, port)} (in use, or not an address "
             "here); choose another with --port or [server] port"
         ) from None
 
@@ -179,10 +165,7 @@ def _check_free(host: str, port: int) -> None:
         try:
             probe.bind((host.strip("[]"), port))
         except OSError:
-            raise InvalidInput(
-                f"server.grpc_port: cannot listen on {host}:{port} (in use, or not an address "
-                "here); choose another with --grpc-port or [server] grpc_port (0 turns gRPC off)"
-            ) from None
+            raise port_unavailable(address(host, port)) from None
 
 
 def _worker(settings: Settings, log_level: str, listener: socket.socket, ready: EventType) -> None:

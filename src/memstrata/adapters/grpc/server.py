@@ -74,6 +74,14 @@ def address(host: str, port: int) -> str:
     return f"[{host.strip('[]')}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+def port_unavailable(where: str) -> InvalidInput:
+    """The error for a gRPC address this process cannot listen on."""
+    return InvalidInput(
+        f"server.grpc_port: cannot listen on {where} (in use, or not an address here); "
+        "choose another with --grpc-port or [server] grpc_port (0 turns gRPC off)"
+    )
+
+
 @contextmanager
 def serving(service: Service, settings: Settings, *, shared: bool = False) -> Iterator[int]:
     """Serves gRPC on the settings' host and ``grpc_port`` for the block; yields the port.
@@ -93,10 +101,7 @@ def serving(service: Service, settings: Settings, *, shared: bool = False) -> It
         bound = 0
     if not bound:
         executor.shutdown(wait=False)
-        raise InvalidInput(
-            f"server.grpc_port: cannot listen on {where} (in use, or not an address here); "
-            "choose another with --grpc-port or [server] grpc_port (0 turns gRPC off)"
-        )
+        raise port_unavailable(where)
     server.start()
     for name in ("", SERVICE_NAME):
         checks.set(name, health_pb2.HealthCheckResponse.SERVING)
