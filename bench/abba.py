@@ -57,8 +57,8 @@ def worker(size: int, queries: int, seed: int) -> None:
     """Reads ``case index`` lines on stdin; answers each with a JSON line of its wall
     and CPU seconds and the hit ids."""
     import memstrata
+    from bench.engines import case_queries
     from bench.engines.memstrata_engine import MemstrataEngine
-    from bench.speed import case_queries
     from bench.synth import generate
 
     data = generate(size, queries, seed)

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from bench.common import latency, log
-from bench.engines import CASE_TITLES, CASES, Engine, Query
-from bench.synth import AS_OF_US, NOW_US, SpeedData, generate
+from bench.engines import CASE_TITLES, CASES, Engine, Query, case_queries
+from bench.synth import SpeedData, generate
 from bench.truth import Bm25, hybrid_top, lexical_top, semantic_top
 
 TOP_K = 10
@@ -31,24 +31,6 @@ MEMSTRATA = "memstrata (SQLite)"
 MEMSTRATA_PG = "memstrata (PostgreSQL)"
 PEERS = ("chroma", "lance", "sqlitevec")
 REPO = Path(__file__).resolve().parents[1]
-
-
-def case_queries(data: SpeedData, table: dict[str, np.ndarray]) -> dict[str, list[Query]]:
-    q = data.queries
-    out: dict[str, list[Query]] = {case: [] for case in CASES}
-    for j in range(len(q.texts)):
-        vector = q.vectors[j]
-        hybrid_vector = table[q.texts[j]]  # a repeated text maps to one vector
-        out["semantic"].append(Query("semantic", j, vector, q.texts[j], None, None))
-        out["semantic_filtered"].append(
-            Query("semantic_filtered", j, vector, q.texts[j], q.rooms[j], NOW_US)
-        )
-        out["lexical"].append(Query("lexical", j, vector, q.texts[j], None, None))
-        out["hybrid_filtered"].append(
-            Query("hybrid_filtered", j, hybrid_vector, q.texts[j], q.rooms[j], NOW_US)
-        )
-        out["semantic_as_of"].append(Query("semantic_as_of", j, vector, q.texts[j], None, AS_OF_US))
-    return out
 
 
 def scope_of(data: SpeedData, query: Query) -> np.ndarray:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.synth import SpeedData
+from bench.synth import AS_OF_US, NOW_US, SpeedData
 
 CASES = ("semantic", "semantic_filtered", "lexical", "hybrid_filtered", "semantic_as_of")
 CASE_TITLES = {
@@ -59,3 +59,23 @@ class Engine(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional: most engines hold nothing to release
         """Releases files and connections."""
+
+
+# Here, not in bench.speed, so that bench.abba can drive an older tree whose package
+# lacks what the speed bench's truth imports.
+def case_queries(data: SpeedData, table: dict[str, np.ndarray]) -> dict[str, list[Query]]:
+    q = data.queries
+    out: dict[str, list[Query]] = {case: [] for case in CASES}
+    for j in range(len(q.texts)):
+        vector = q.vectors[j]
+        hybrid_vector = table[q.texts[j]]  # a repeated text maps to one vector
+        out["semantic"].append(Query("semantic", j, vector, q.texts[j], None, None))
+        out["semantic_filtered"].append(
+            Query("semantic_filtered", j, vector, q.texts[j], q.rooms[j], NOW_US)
+        )
+        out["lexical"].append(Query("lexical", j, vector, q.texts[j], None, None))
+        out["hybrid_filtered"].append(
+            Query("hybrid_filtered", j, hybrid_vector, q.texts[j], q.rooms[j], NOW_US)
+        )
+        out["semantic_as_of"].append(Query("semantic_as_of", j, vector, q.texts[j], None, AS_OF_US))
+    return out
