@@ -144,15 +144,20 @@ class Postgres:
                 ["bash", str(ROOT / "scripts" / "pg-up"), str(self.home), *settings],
                 check=True, capture_output=True, text=True,
             ).stdout.strip().splitlines()[-1]  # fmt: skip
-        self.schema = f"bench_{uuid.uuid4().hex[:8]}"
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            conn.execute(f'CREATE SCHEMA "{self.schema}"'.encode())
-            self.versions = conn.execute(
-                "SELECT current_setting('server_version'),"
-                " (SELECT extversion FROM pg_extension WHERE extname = 'vector')"
-            ).fetchone()
+        # the prefix "pg_" is reserved for PostgreSQL's own schemas
+        self.schema = f"pgbench_{uuid.uuid4().hex[:8]}"
         self.base = url
+        try:
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                conn.execute(f'CREATE SCHEMA "{self.schema}"'.encode())
+                self.versions = conn.execute(
+                    "SELECT current_setting('server_version'),"
+                    " (SELECT extversion FROM pg_extension WHERE extname = 'vector')"
+                ).fetchone()
+        except BaseException:
+            self.close()
+            raise
         self.url = with_schema(url, self.schema)
 
     def close(self) -> None:

@@ -94,11 +94,12 @@ DISTRIBUTED_NAMES = (
     "entities", "mentions", "relations", "possibly_same_as", "extraction_markers",
 )  # fmt: skip
 _TOUCHES = re.compile(
-    r"\b(?:FROM|JOIN|INTO|UPDATE|TABLE)\s+(" + "|".join(DISTRIBUTED_NAMES) + r")\b", re.I
+    r"\b(?:FROM|JOIN|INTO|UPDATE|TABLE|COPY)\s+(" + "|".join(DISTRIBUTED_NAMES) + r")\b", re.I
 )
 #: The namespace pinned to a value: ``namespace = <parameter>``, or an INSERT's column.
 _PINNED = re.compile(
-    r"namespace\s*=\s*(?:\?|%s|%\(namespace\)s)|^INSERT INTO \w+ \([^)]*\bnamespace\b", re.I
+    r"namespace\s*=\s*(?:\?|%s|%\(namespace\)s)|^(?:INSERT INTO|COPY) \w+ \([^)]*\bnamespace\b",
+    re.I,
 )
 
 
@@ -109,6 +110,7 @@ def test_every_statement_names_its_namespace(
     graph, the embed job — while every statement the store sends is recorded."""
     sent: list[str] = []
     execute, executemany = psycopg.Cursor.execute, psycopg.Cursor.executemany
+    copy = psycopg.Cursor.copy
 
     def text(sql: Any) -> str:
         return sql.decode() if isinstance(sql, bytes) else str(sql)
@@ -121,15 +123,23 @@ def test_every_statement_names_its_namespace(
         sent.append(text(sql))
         return executemany(self, sql, *args, **kw)
 
-    # at the driver: every statement, however the store composed it
+    def recording_copy(self: psycopg.Cursor[Any], sql: Any, *args: Any, **kw: Any) -> Any:
+        sent.append(text(sql))
+        return copy(self, sql, *args, **kw)
+
+    # at the driver: every statement, however the store composed it (a batch's rows by COPY)
     monkeypatch.setattr(psycopg.Cursor, "execute", recording_execute)
     monkeypatch.setattr(psycopg.Cursor, "executemany", recording_executemany)
+    monkeypatch.setattr(psycopg.Cursor, "copy", recording_copy)
     with memstrata.open(pg_target, embedder=HashEmbedder(dimensions=16),
                         background_jobs=False, extractor="heuristic") as m:  # fmt: skip
         sent.clear()  # the migrations ran on their own connection; from here on: the store
         m.upsert("ns", [{"id": f"r{i}", "content": f"Alice met Bob in Paris {i}",
                          "tags": ["t"], "metadata": {"room": str(i % 3)}, "key": f"k{i}"}
                         for i in range(30)])  # fmt: skip
+        bulk = [{"id": f"bulk{i}", "content": f"a bulk load {i}", "tags": ["t"],
+                 "metadata": {"room": str(i % 3)}} for i in range(100)]  # fmt: skip
+        m.upsert("ns", bulk)  # by COPY
         m.supersede("ns", "r1", {"id": "r1b", "content": "Alice met Carol in Rome"})
         m.invalidate("ns", "r2")
         m.verify("ns", "r3", "reviewer")
@@ -151,6 +161,7 @@ def test_every_statement_names_its_namespace(
         m.expire("ns", filter={"room": "0"}, action="hard_delete", max_rows=100)
     touching = [sql for sql in sent if _TOUCHES.search(sql)]
     assert len(touching) > 50, "the workload reached too few statements to mean anything"
+    assert any(sql.startswith("COPY records") for sql in touching)
     unscoped = [
         sql for sql in touching
         if not _PINNED.search(sql) and not any(p.match(sql) for p in ALL_SHARDS)

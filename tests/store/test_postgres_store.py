@@ -9,11 +9,13 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
 from tests.support.pg import PgServer
+from tests.support.raw import dump_tables
 
 import memstrata
 from memstrata.domain.search import SearchRequest
@@ -217,3 +219,55 @@ def test_pool_size_and_statement_timeout_are_the_store_options(pg_target: str) -
             pass
         m.add("ns", "the store still works")  # nothing was left broken
         assert m.search("ns", "works").ids()
+
+
+def test_a_large_batch_goes_by_copy_and_a_refused_row_changes_nothing(
+    pg_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch of many records leaves pipeline mode and sends its rows by COPY; when
+    the server refuses one of them (here a trigger, during the postings' COPY, after
+    the records' went through) the whole batch is rolled back."""
+    copied: list[str] = []
+    copy = psycopg.Cursor.copy
+
+    def recording_copy(self: psycopg.Cursor[Any], statement: Any, *args: Any, **kw: Any) -> Any:
+        copied.append(statement.decode() if isinstance(statement, bytes) else str(statement))
+        return copy(self, statement, *args, **kw)
+
+    monkeypatch.setattr(psycopg.Cursor, "copy", recording_copy)
+    with memstrata.open(pg_target, embedder=HashEmbedder(dimensions=16),
+                        background_jobs=False) as m:  # fmt: skip
+        m.upsert("ns", [{"id": "seed", "content": "small batches stay pipelined"}])
+        assert copied == []
+        batch = [{"id": f"r{i:03d}", "content": f"copy word{i} shared", "tags": ["t"],
+                  "metadata": {"room": str(i % 3)}} for i in range(200)]  # fmt: skip
+        m.upsert("ns", batch)
+        tables = {statement.split()[1] for statement in copied}
+        assert {"records", "record_tags", "record_meta", "record_versions", "ledger",
+                "vectors", "lexical_postings"} <= tables  # fmt: skip
+        assert m.get("ns", "r123").metadata == {"room": "0"}
+        assert m.search("ns", "word77", ranking="lexical").ids() == ["r077"]
+        semantic = m.search("ns", "copy word5 shared", ranking="semantic", top_k=200)
+        assert len(semantic.hits) == 200 and semantic.unembedded == 0
+        store = m.service.store
+        assert isinstance(store, SqlStore)
+        assert all(not finding.problems for finding in store.integrity())
+        with psycopg.connect(pg_target) as conn:
+            conn.execute(
+                "CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$"
+                " BEGIN IF NEW.term = 'poison' THEN RAISE EXCEPTION 'refused'; END IF;"
+                " RETURN NEW; END $$"
+            )
+            conn.execute(
+                "CREATE TRIGGER refuse_poison BEFORE INSERT ON lexical_postings"
+                " FOR EACH ROW EXECUTE FUNCTION refuse_poison()"
+            )
+        before = dump_tables(pg_target)
+        copied.clear()
+        poisoned = [{"id": f"p{i:03d}", "content": f"fresh text {i}", "tags": ["t"]}
+                    for i in range(199)] + [{"id": "r001", "content": "poison"}]  # fmt: skip
+        with pytest.raises(psycopg.errors.RaiseException):
+            m.upsert("ns", poisoned)
+        assert copied and copied[0].startswith("COPY records")  # the records had gone
+        assert dump_tables(pg_target) == before
+        assert m.search("ns", "fresh", ranking="lexical").hits == []

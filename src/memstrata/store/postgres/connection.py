@@ -14,7 +14,7 @@ import logging
 import select
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from functools import lru_cache
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -40,30 +40,34 @@ def _native(sql: str) -> str:
 #: Rows per INSERT … SELECT FROM unnest(…): one array parameter per column, so the
 #: statement's text (which the driver parses) does not grow with the batch.
 ROWS_PER_STATEMENT = 5000
+#: From this many rows held back, a write leaves pipeline mode (which cannot COPY) and
+#: a table's rows go by binary COPY: no statement to plan, no arrays to build.
+COPY_FROM = 64
 
 
-_ARRAY_TYPES: dict[str, dict[str, str]] = {}
+_COLUMN_TYPES: dict[str, dict[str, str]] = {}
 
 
-def _array_types(conn: psycopg.Connection[Any], table: str) -> dict[str, str]:
-    """Each column's type of one of the store's tables, as an array type to cast to
-    (the same in every store's schema: read once per process)."""
-    types = _ARRAY_TYPES.get(table)
+def _column_types(conn: psycopg.Connection[Any], table: str) -> dict[str, str]:
+    """Each column's type of one of the store's tables (the same in every store's
+    schema: read once per process)."""
+    types = _COLUMN_TYPES.get(table)
     if types is None:
         rows = conn.execute(
             "SELECT a.attname, format_type(a.atttypid, NULL) FROM pg_attribute a"
             " WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped",
             (table,),
         ).fetchall()
-        types = _ARRAY_TYPES[table] = {name: f"{kind}[]" for name, kind in rows}
+        types = _COLUMN_TYPES[table] = dict(rows)
     return types
 
 
 class Deferred:
-    """Rows held back for one table, sent as ``INSERT … SELECT FROM unnest(…)``
-    (many records' rows per statement) when the transaction next does anything else
-    or ends. ``suffix`` follows the SELECT (ON CONFLICT …); rows with the same ``key``
-    replace each other (a later one wins)."""
+    """Rows held back for one table, sent when the transaction next does anything else
+    or ends: by binary ``COPY`` when there are many and no ``suffix``, else as
+    ``INSERT … SELECT FROM unnest(…)`` (many records' rows per statement). ``suffix``
+    follows the SELECT (ON CONFLICT …); rows with the same ``key`` replace each other
+    (a later one wins)."""
 
     __slots__ = ("columns", "overriding", "rows", "suffix", "table")
 
@@ -72,54 +76,80 @@ class Deferred:
         self.overriding = overriding
         self.rows: dict[Any, Sequence[Any]] = {}
 
-    def statements(self, conn: psycopg.Connection[Any]) -> Iterator[tuple[bytes, list[Any]]]:
-        types = _array_types(conn, self.table)
-        casts = ", ".join(f"%b::{types[column]}" for column in self.columns)
+    def send(self, conn: psycopg.Connection[Any], *, copy: bool) -> None:
+        types = _column_types(conn, self.table)
+        rows = list(self.rows.values())
+        if copy and not self.suffix and len(rows) >= COPY_FROM:
+            # COPY writes identity columns as given (as OVERRIDING SYSTEM VALUE does)
+            names = ", ".join(self.columns)
+            with conn.cursor().copy(
+                f"COPY {self.table} ({names}) FROM STDIN (FORMAT BINARY)".encode()
+            ) as out:
+                out.set_types([types[column] for column in self.columns])
+                for row in rows:
+                    out.write_row(row)
+            return
+        casts = ", ".join(f"%b::{types[column]}[]" for column in self.columns)
         identity = " OVERRIDING SYSTEM VALUE" if self.overriding else ""
         sql = (
             f"INSERT INTO {self.table} ({', '.join(self.columns)}){identity}"
             f" SELECT * FROM unnest({casts}){self.suffix}"
         ).encode()
-        rows = list(self.rows.values())
         for start in range(0, len(rows), ROWS_PER_STATEMENT):
             chunk = rows[start : start + ROWS_PER_STATEMENT]
-            yield sql, [list(column) for column in zip(*chunk, strict=True)]
+            conn.execute(sql, [list(column) for column in zip(*chunk, strict=True)])
 
 
 class Connection:
     """A psycopg connection that also takes the shared SQL's ``?`` placeholders, and
     holds back inserted rows (:meth:`defer`) until the next other statement; everything
-    else is the psycopg connection's (``raw``)."""
+    else is the psycopg connection's (``raw``). ``pipeline`` holds the pipeline mode a
+    write runs in, if it does, until enough rows are held back to COPY them."""
 
-    __slots__ = ("pending", "raw")
+    __slots__ = ("fresh", "held", "pending", "pipeline", "raw")
 
-    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+    def __init__(self, raw: psycopg.Connection[Any], pipeline: ExitStack | None = None) -> None:
         self.raw = raw
+        self.pipeline = pipeline
         self.pending: dict[str, Deferred] = {}
+        self.held = 0
+        #: rowids this transaction drew for records it creates: no row of any table
+        #: can name them yet, so their rows need no ON CONFLICT
+        self.fresh: set[int] = set()
 
     def defer(
         self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], *,
         suffix: str = "", key: Callable[[Sequence[Any]], Any] | None = None,
-        overriding: bool = False,
+        overriding: bool = False, name: str | None = None,
     ) -> None:  # fmt: skip
-        """Inserts ``rows`` later, in order, with the rows deferred before them (the
-        table's first call fixes the columns; ``overriding``: values given for an
-        identity column)."""
-        deferred = self.pending.get(table)
+        """Inserts ``rows`` later, in order, with the rows deferred before them under
+        the same ``name`` (the table, unless given; its first call fixes the columns
+        and the suffix; ``overriding``: values given for an identity column)."""
+        name = name or table
+        deferred = self.pending.get(name)
         if deferred is None:
-            deferred = self.pending[table] = Deferred(table, columns, suffix, overriding)
+            deferred = self.pending[name] = Deferred(table, columns, suffix, overriding)
         for values in rows:
             deferred.rows[key(values) if key else len(deferred.rows)] = values
+        self.held += len(rows)
+        if self.held >= COPY_FROM:
+            self.leave_pipeline()
+
+    def leave_pipeline(self) -> None:
+        """Ends pipeline mode for the rest of the transaction (what was sent is synced:
+        its results stay readable, its errors are raised here)."""
+        if self.pipeline is not None:
+            stack, self.pipeline = self.pipeline, None
+            stack.close()
 
     def flush(self) -> None:
         """Sends every deferred row: ``records`` first (the other tables point at it)."""
         if not self.pending:
             return
-        pending, self.pending = self.pending, {}
-        tables = sorted(pending, key=lambda table: table != "records")
-        for table in tables:
-            for sql, params in pending[table].statements(self.raw):
-                self.raw.execute(sql, params)
+        pending, self.pending, self.held = self.pending, {}, 0
+        copy = self.pipeline is None
+        for name in sorted(pending, key=lambda name: name != "records"):
+            pending[name].send(self.raw, copy=copy)
 
     def execute(self, sql: Any, params: Any = None) -> psycopg.Cursor[Any]:
         if self.pending:
@@ -295,10 +325,15 @@ class Database:
     @contextmanager
     def pipelined(self) -> Iterator[Connection]:
         """``atomic()`` in pipeline mode: statements whose results nobody reads are
-        sent without waiting, so a write costs a few round trips, not one per row."""
-        with self._pooled() as conn, conn.pipeline(), conn.transaction():
-            tx = Connection(conn)
-            yield tx
+        sent without waiting, so a write costs a few round trips, not one per row.
+        A write that holds back many rows leaves it (:meth:`Connection.defer`), and
+        its rows go by COPY at the end."""
+        with self._pooled() as conn, conn.transaction():
+            with ExitStack() as stack:
+                stack.enter_context(conn.pipeline())
+                tx = Connection(conn, stack)
+                yield tx
+            tx.pipeline = None
             tx.flush()
 
     def write(self, work: Callable[[Connection], T], *, pipeline: bool = True) -> T:

@@ -55,6 +55,10 @@ _UPDATE = (
 )
 
 
+def _vector_key(row: Sequence[Any]) -> Any:
+    return row[:3]  # (namespace, record, embedder_id): a later vector replaces it
+
+
 def _configure(conn: psycopg.Connection[Any]) -> None:
     register_vector(conn)
 
@@ -164,12 +168,17 @@ class PostgresDialect(Dialect):
             " FROM generate_series(1, %s)",
             (count,),
         ).fetchall()
-        return [row[0] for row in rows]
+        rowids = [row[0] for row in rows]
+        tx.fresh.update(rowids)
+        return rowids
 
     def insert_rows(
-        self, tx: Connection, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
-    ) -> None:
-        tx.defer(table, columns, rows)
+        self, tx: Connection, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
+        suffix: str = "",
+    ) -> None:  # fmt: skip
+        tx.defer(table, columns, rows, suffix=suffix)
+        if suffix:  # rows that may meet each other's conflicts go now, in one statement
+            tx.flush()
 
     def insert_record(self, tx: Connection, rowid: int | None, values: dict[str, Any]) -> int:
         if rowid is None:
@@ -184,10 +193,12 @@ class PostgresDialect(Dialect):
     def store_vector(
         self, tx: Connection, namespace: str, rowid: int, embedder_id: str, unit: np.ndarray
     ) -> None:
-        tx.defer(
-            "vectors", _VECTOR_COLUMNS, [(namespace, rowid, embedder_id, int(unit.shape[0]), unit)],
-            suffix=_VECTOR_UPSERT, key=lambda row: row[:3],
-        )  # fmt: skip
+        row = (namespace, rowid, embedder_id, int(unit.shape[0]), unit)
+        if rowid in tx.fresh:  # a record of this transaction: nothing to conflict with
+            tx.defer("vectors", _VECTOR_COLUMNS, [row], key=_vector_key)
+        else:
+            tx.defer("vectors", _VECTOR_COLUMNS, [row], suffix=_VECTOR_UPSERT, key=_vector_key,
+                     name="vectors (replacing)")  # fmt: skip
 
     def withdraw_vectors(
         self, tx: Connection, namespace: str, *, rowid: int | None = None,

@@ -125,13 +125,17 @@ class Dialect(ABC):
         return []
 
     def insert_rows(
-        self, tx: Tx, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
-    ) -> None:
+        self, tx: Tx, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
+        suffix: str = "",
+    ) -> None:  # fmt: skip
         """Inserts rows into one of the store's own tables (names from the code, never
-        input). A dialect may hold them back until the transaction's next other
-        statement or its end, and send many records' rows as one statement."""
+        input; ``suffix``: an ON CONFLICT clause, the same on every call for a table).
+        A dialect may hold them back until the transaction's next other statement or
+        its end, and send many records' rows as one statement."""
         placeholders = ", ".join("?" for _ in columns)
-        tx.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({placeholders})", rows)
+        tx.executemany(
+            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({placeholders}){suffix}", rows
+        )
 
     @abstractmethod
     def insert_record(self, tx: Tx, rowid: int | None, values: dict[str, Any]) -> int:

@@ -270,15 +270,15 @@ class LexicalWrites:
     def flush(self) -> None:
         """Writes the postings and counts this transaction changed."""
         ns = self.namespace
-        _insert_postings(self.tx, ns, self._pending)
+        _insert_postings(self.tx, ns, self._pending, self.d)
         self._pending.clear()
         changed = sorted((term, delta) for term, delta in self._df.items() if delta)
         if changed:
-            self.tx.executemany(
-                "INSERT INTO lexical_terms (namespace, term, df) VALUES (?, ?, ?)"
-                " ON CONFLICT (namespace, term) DO UPDATE SET df = lexical_terms.df + excluded.df",
+            self.d.insert_rows(
+                self.tx, "lexical_terms", ("namespace", "term", "df"),
                 [(ns, term, delta) for term, delta in changed],
-            )
+                " ON CONFLICT (namespace, term) DO UPDATE SET df = lexical_terms.df + excluded.df",
+            )  # fmt: skip
             gone = [term for term, delta in changed if delta < 0]
             for chunk in chunks(gone, 500):
                 # a term no record holds any more leaves no trace of the words it was
@@ -300,14 +300,25 @@ class LexicalWrites:
 # -- indexing a whole namespace -----------------------------------------------------
 
 
-def _insert_postings(tx: Tx, namespace: str, documents: dict[int, Document]) -> None:
-    if documents:
-        tx.executemany(
-            "INSERT INTO lexical_postings (namespace, term, record, tf, length)"
-            " VALUES (?, ?, ?, ?, ?)",
-            [(namespace, term, rowid, tf, length)
-             for rowid, (counts, length) in documents.items() for term, tf in counts.items()],
-        )  # fmt: skip
+POSTING_COLUMNS = ("namespace", "term", "record", "tf", "length")
+
+
+def _insert_postings(
+    tx: Tx, namespace: str, documents: dict[int, Document], d: Dialect | None = None
+) -> None:
+    rows = [
+        (namespace, term, rowid, tf, length)
+        for rowid, (counts, length) in documents.items()
+        for term, tf in counts.items()
+    ]
+    if not rows:
+        return
+    if d is not None:  # a write's postings, as its dialect inserts rows
+        d.insert_rows(tx, "lexical_postings", POSTING_COLUMNS, rows)
+        return
+    tx.executemany(
+        f"INSERT INTO lexical_postings ({', '.join(POSTING_COLUMNS)}) VALUES (?, ?, ?, ?, ?)", rows
+    )
 
 
 def reindex(tx: Tx, namespace: str, language: str) -> None:
