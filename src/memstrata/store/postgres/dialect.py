@@ -37,6 +37,10 @@ log = logging.getLogger("memstrata.store.postgres")
 #: Scopes with at most this many embedded records are ranked exactly; larger ones
 #: use the HNSW index (measured: bench/backends.py, docs/postgres.md).
 EXACT_LIMIT = 10_000
+#: Scopes of at most this many records are read whole into the search (their rowids):
+#: the vectors are then found by rowid, and the index scan tests a hashed array
+#: instead of the scope's filters (measured: bench/backends.py, docs/postgres.md).
+SCOPE_ROWS = 20_000
 #: The HNSW lane reads OVERFETCH x top_k rows, with at least this ef_search.
 OVERFETCH = 4
 EF_SEARCH = 200
@@ -288,11 +292,27 @@ class PostgresDialect(Dialect):
         scope, scope_params = scope_rowids(self, namespace, request, window)
         build = False
         with self.db.snapshot() as conn:
-            total, embedded, chosen = vectors.exact(
+            exact = min(self.exact_limit, SCOPE_ROWS)
+            total, embedded, rowids, ranked = vectors.scope_ranked(
                 conn, namespace, scope, scope_params, embedder_id, query, limit,
-                scope_limit=self.exact_limit,
+                exact_limit=exact, most=SCOPE_ROWS, columns=prefixed("r"),
             )  # fmt: skip
-            if total > self.exact_limit:
+            if total <= exact:  # ranked exactly, records and all
+                return best(hits(ranked, request, _last), limit), total - embedded
+            if rowids is not None:  # read whole: the index tests the rowids
+                by_rowid = self._semantic_rowids(conn, lane, embedder_id, query, rowids)
+                if by_rowid is None:
+                    build = True  # started after this transaction; this search is exact
+                    by_rowid = vectors.scope_exact(
+                        conn, namespace, rowids, embedder_id, query, limit
+                    )
+                embedded, chosen = by_rowid
+            else:
+                total, embedded, chosen = vectors.exact(
+                    conn, namespace, scope, scope_params, embedder_id, query, limit,
+                    scope_limit=self.exact_limit,
+                )  # fmt: skip
+            if total > max(self.exact_limit, SCOPE_ROWS):
                 # a large scope, counted whole: the index answers if enough is embedded
                 if embedded == 0:
                     return [], total
@@ -307,14 +327,40 @@ class PostgresDialect(Dialect):
                 total, embedded, chosen = vectors.exact(
                     conn, namespace, scope, scope_params, embedder_id, query, limit
                 )
-            rows = conn.execute(
-                f"SELECT {prefixed('r')} FROM records r WHERE r.namespace = %s"
-                " AND r.rowid = ANY (%s)",
-                [namespace, list(chosen)],
-            ).fetchall()
+            rows = self._records(conn, namespace, chosen)
         if build:
             self._indexes.start(dimensions)
         return best(hits(rows, request, lambda row: chosen[row[0]]), limit), total - embedded
+
+    @staticmethod
+    def _records(conn: Connection, namespace: str, chosen: dict[int, float]) -> list[Any]:
+        return conn.execute(
+            f"SELECT {prefixed('r')} FROM records r WHERE r.namespace = %s AND r.rowid = ANY (%s)",
+            [namespace, list(chosen)],
+        ).fetchall()
+
+    def _semantic_rowids(
+        self, conn: Connection, lane: Lane, embedder_id: str, query: np.ndarray, rowids: str
+    ) -> tuple[int, dict[int, float]] | None:
+        """A scope larger than ``exact_limit`` read whole (``rowids``: the array's
+        text), by the HNSW index, falling back to exact if the scan comes back short:
+        (embedded count, similarity by rowid). None: the index is not built yet."""
+        namespace, limit, dimensions = lane.namespace, lane.limit, int(query.shape[0])
+        if vectors.index_type(dimensions) is None:
+            return vectors.scope_exact(conn, namespace, rowids, embedder_id, query, limit)
+        if not self._indexes.ready(conn, dimensions):
+            return None
+        found = vectors.scope_approximate(
+            conn, namespace, rowids, embedder_id, query, OVERFETCH * limit,
+            ef_search=min(1000, max(EF_SEARCH, OVERFETCH * limit)),
+        )  # fmt: skip
+        if found is not None:
+            embedded, chosen = found
+            if len(chosen) >= min(limit, embedded):
+                best_ids = sorted(chosen, key=lambda rowid: (-chosen[rowid], rowid))[:limit]
+                return embedded, {rowid: chosen[rowid] for rowid in best_ids}
+        vectors.plain_sort(conn)
+        return vectors.scope_exact(conn, namespace, rowids, embedder_id, query, limit)
 
     def _approximate(
         self, conn: Connection, lane: Lane, embedder_id: str, query: np.ndarray

@@ -232,6 +232,94 @@ def approximate_query(
     )
 
 
+def _by_rowids(namespace: str, embedder_id: str, query: np.ndarray) -> tuple[str, list[Any]]:
+    """The vectors of the records whose rowids are the next parameter (an array's
+    text, as :func:`scope_ranked` gave it: a constant of the plan, so a filter over
+    it is a hashed look-up): a scan of the vectors' primary key, which walks the
+    sorted array along its leaves."""
+    return (
+        " FROM vectors v WHERE v.namespace = %s AND v.embedder_id = %s AND v.dimensions = %s"
+        " AND v.record = ANY (%s::bigint[])",
+        [namespace, embedder_id, int(query.shape[0])],
+    )
+
+
+def scope_exact(
+    conn: Connection, namespace: str, rowids: str, embedder_id: str, query: np.ndarray,
+    limit: int,
+) -> tuple[int, dict[int, float]]:  # fmt: skip
+    """Every vector of the given records scored, in one statement: (how many of them
+    have a vector, similarity by rowid of the best ``limit`` and any tied with the last)."""
+    vectors_of, params = _by_rowids(namespace, embedder_id, query)
+    rows = conn.execute(
+        f"WITH scored AS MATERIALIZED (SELECT v.record, -(v.embedding <#> %b) AS similarity"
+        f"{vectors_of}) SELECT (SELECT count(*) FROM scored), b.record, b.similarity"
+        " FROM (SELECT 1) one LEFT JOIN (SELECT record, similarity,"
+        " rank() OVER (ORDER BY similarity DESC) AS place FROM scored) b ON b.place <= %s",
+        [query, *params, rowids, limit],
+    ).fetchall()  # fmt: skip
+    chosen = {int(row[1]): float(row[2]) for row in rows if row[1] is not None}
+    return int(rows[0][0]), chosen
+
+
+def scope_approximate(
+    conn: Connection, namespace: str, rowids: str, embedder_id: str, query: np.ndarray,
+    limit: int, ef_search: int,
+) -> tuple[int, dict[int, float]] | None:  # fmt: skip
+    """The nearest of the given records by the dimension's HNSW index, in relaxed
+    order, the rowids tested during the scan (a hashed array: one look-up per row the
+    index yields): (how many of them have a vector, similarity by rowid of the
+    ``limit`` found). None when the dimension has no index."""
+    dimensions = int(query.shape[0])
+    expression, kind = index_expression(dimensions), index_type(dimensions)
+    if expression is None or kind is None:
+        return None
+    vectors_of, params = _by_rowids(namespace, embedder_id, query)
+    iterative_scan(conn, ef_search)
+    rows = conn.execute(
+        f"SELECT (SELECT count(*){vectors_of}), n.record, n.similarity FROM (SELECT 1) one"
+        f" LEFT JOIN (SELECT v.record, -(v.embedding <#> %b) AS similarity{vectors_of}"
+        f" ORDER BY {expression} <#> %b::{kind} LIMIT %s) n ON TRUE",
+        [*params, rowids, query, *params, rowids, query, limit],
+    ).fetchall()  # fmt: skip
+    chosen = {int(row[1]): float(row[2]) for row in rows if row[1] is not None}
+    return int(rows[0][0]), chosen
+
+
+def scope_ranked(
+    conn: Connection, namespace: str, scope: str, scope_params: list[Any], embedder_id: str,
+    query: np.ndarray, limit: int, *, exact_limit: int, most: int, columns: str,
+) -> tuple[int, int, str | None, list[tuple[Any, ...]]]:  # fmt: skip
+    """One statement: the scope read once (at most ``most`` + 1 rowids), and if it
+    holds at most ``exact_limit`` records, every vector of theirs scored, found by
+    rowid (a walk of the vectors' primary key along the sorted array), and the best
+    ``limit`` (and any tied with the last) returned with their records' ``columns``.
+
+    Returns (in-scope count, embedded count, the rowids as an array's text when the
+    scope is larger than ``exact_limit`` but not than ``most``, rows: ``columns``
+    then similarity)."""
+    vectors_of, params = _by_rowids(namespace, embedder_id, query)
+    vectors_of = vectors_of.replace("%s::bigint[]", "CAST((SELECT rowids FROM a) AS bigint[])")
+    rows = conn.execute(
+        f"WITH s AS MATERIALIZED (SELECT record FROM ({scope}) q LIMIT %s),"
+        " a AS MATERIALIZED (SELECT count(*) AS total,"
+        " coalesce(array_agg(record), '{}') AS rowids FROM s),"
+        f" scored AS MATERIALIZED (SELECT v.record, -(v.embedding <#> %b) AS similarity"
+        f"{vectors_of} AND (SELECT total FROM a) <= %s),"
+        " b AS (SELECT record, similarity, rank() OVER (ORDER BY similarity DESC) AS place"
+        " FROM scored)"
+        " SELECT a.total, (SELECT count(*) FROM scored),"
+        " CASE WHEN a.total > %s AND a.total <= %s THEN a.rowids::text END,"
+        f" {columns}, b.similarity FROM a LEFT JOIN b ON b.place <= %s"
+        " LEFT JOIN records r ON r.namespace = %s AND r.rowid = b.record",
+        [*scope_params, most + 1, query, *params, exact_limit, exact_limit, most, limit,
+         namespace],
+    ).fetchall()  # fmt: skip
+    first = rows[0]
+    found = [row[3:] for row in rows if row[3] is not None]
+    return int(first[0]), int(first[1]), first[2], found
+
+
 def iterative_scan(conn: Connection, ef_search: int) -> None:
     """This transaction's HNSW scans go on until enough rows pass the filters. The
     settings are local to the transaction (a pooled session keeps nothing), and its
@@ -240,9 +328,18 @@ def iterative_scan(conn: Connection, ef_search: int) -> None:
     conn.execute(
         "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
         " set_config('hnsw.ef_search', %s, true),"
-        " set_config('plan_cache_mode', 'force_custom_plan', true)",
+        " set_config('plan_cache_mode', 'force_custom_plan', true),"
+        # The count has decided for the index; the planner, which cannot see how few
+        # rows the LIMIT needs from a scan in relaxed order, would rather sort the scope
+        # (exactly, at the exact lane's cost). No sort leaves it the index's order.
+        " set_config('enable_sort', 'off', true)",
         (str(ef_search),),
     )
+
+
+def plain_sort(conn: Connection) -> None:
+    """Sorting allowed again in this transaction (after :func:`iterative_scan`)."""
+    conn.execute("SELECT set_config('enable_sort', 'on', true)")
 
 
 def exact(
@@ -280,11 +377,8 @@ def approximate(
     if built is None:
         return None
     iterative_scan(conn, ef_search)
-    # The count has decided for the index; the planner, which cannot see how few rows
-    # the LIMIT needs from a scan in relaxed order, would rather sort the scope
-    # (exactly, at the exact lane's cost). No sort leaves it the index's order.
-    conn.execute("SELECT set_config('enable_sort', 'off', true)")
     rows = conn.execute(*built).fetchall()
+    plain_sort(conn)  # for a fallback
     conn.execute("SELECT set_config('enable_sort', 'on', true)")  # for a fallback
     rows.sort(key=lambda row: (-row[-1], row[2]))  # columns start rowid, namespace, id
     return rows
