@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import numpy as np
 import psycopg
 import pytest
 from tests.support.pg import PgServer
@@ -24,6 +25,7 @@ from memstrata.domain.validation import parse_model
 from memstrata.embedding import HashEmbedder
 from memstrata.memory import resolve_target
 from memstrata.store import StorageOptions
+from memstrata.store.postgres import dialect as dialect_module
 from memstrata.store.postgres import vectors
 from memstrata.store.postgres.connection import Connection, with_schema
 from memstrata.store.postgres.dialect import PostgresDialect
@@ -271,3 +273,33 @@ def test_a_large_batch_goes_by_copy_and_a_refused_row_changes_nothing(
         assert copied and copied[0].startswith("COPY records")  # the records had gone
         assert dump_tables(pg_target) == before
         assert m.search("ns", "fresh", ranking="lexical").hits == []
+
+
+@pytest.mark.parametrize(("scope_rows", "exact_limit"), [(5, 0), (5, 3), (5, 1000), (1000, 0),
+                                                         (1000, 1000)])  # fmt: skip
+def test_every_branch_of_the_vector_lane_gives_the_exact_answer(
+    pg_target: str, monkeypatch: pytest.MonkeyPatch, scope_rows: int, exact_limit: int
+) -> None:
+    """A scope read whole or counted, ranked exactly or by the index (with the rowids
+    as its filter, or the scope's own clauses): the same top 10 as a brute force."""
+    monkeypatch.setattr(dialect_module, "SCOPE_ROWS", scope_rows)
+    with memstrata.open(pg_target, embedder=HashEmbedder(dimensions=32),
+                        background_jobs=False) as m:  # fmt: skip
+        m.upsert("ns", [{"id": f"r{i:02d}", "content": f"garden {i % 7} tools {i % 5}",
+                         "metadata": {"room": "ab"[i % 2]}} for i in range(60)])  # fmt: skip
+        m.invalidate("ns", "r01")
+        store = m.service.store
+        assert isinstance(store, SqlStore) and isinstance(store.dialect, PostgresDialect)
+        store.build_vector_index(32)
+        store.dialect.exact_limit = exact_limit
+        embedder_id = m.embedder_id("ns")
+        vector = m.service.embedder_for("ns").embed_query("garden 3 tools")  # type: ignore[union-attr]
+        stored = store.vectors_for("ns", [f"r{i:02d}" for i in range(60)], embedder_id)
+        for scope, room in (({"filter": {"room": "b"}}, "b"), ({}, None)):
+            ids = [i for i in range(60) if i != 1 and (room is None or "ab"[i % 2] == room)]
+            scores = {f"r{i:02d}": float(np.dot(stored[f"r{i:02d}"], vector)) for i in ids}
+            truth = sorted(scores, key=lambda rid: (-scores[rid], rid))[:10]
+            found = m.search("ns", query_vector=vector.tolist(), top_k=10, **scope)
+            assert found.ids() == truth, (scope, found.ids(), truth)
+            assert [h.score for h in found.hits] == pytest.approx([scores[r] for r in truth])
+            assert found.unembedded == 0

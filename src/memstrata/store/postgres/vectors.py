@@ -8,16 +8,18 @@ past pgvector's 2,000-dimension limit for ``vector``) when a search first needs 
 orders exactly as cosine does and gives the same similarity the SQLite lane computes
 (stored unit vector · query vector).
 
-A scope of at most ``exact_limit`` records is ranked exactly, in one statement
-that also counts the scope and its vectors (for ``unembedded``): every in-scope
-vector is scored, ties by id. The same statement stops reading a larger scope past
-``exact_limit`` rows and scores nothing; that scope is then counted whole, and if more than
-``exact_limit`` of its records have a vector, the search walks the HNSW index with
-``hnsw.iterative_scan`` so the scope's filters are applied while the index is read
-and the scan goes on until ``top_k`` in-scope rows are found; if it still comes back
-short (``hnsw.max_scan_tuples`` reached on a very selective scope), the lane falls
-back to the exact ranking. So a search never
-returns fewer than ``top_k`` in-scope hits when that many exist.
+A search reads its scope's rowids once, into an array inside the statement
+(:func:`scope_ranked`). A scope of at most ``exact_limit`` records is ranked exactly
+in that statement: its vectors are found by rowid (one walk of the primary key
+along the sorted array), every one scored, ties by id, and the best returned with
+their records. A larger scope, up to the dialect's ``SCOPE_ROWS``, comes back as the
+array's text and is handed to the HNSW index as a constant (a hashed filter:
+:func:`scope_approximate`); one larger still is counted whole and filtered by its own
+clauses during the scan (:func:`approximate`). Either way ``hnsw.iterative_scan``
+applies the filter while the index is read and the scan goes on until ``top_k``
+in-scope rows are found; if it still comes back short (``hnsw.max_scan_tuples``
+reached on a very selective scope), the lane falls back to the exact ranking. So a
+search never returns fewer than ``top_k`` in-scope hits when that many exist.
 """
 
 from __future__ import annotations
