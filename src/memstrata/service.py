@@ -479,7 +479,8 @@ class Service(GraphMethods):
                 elif job_type == "extract":
                     with self._extract_locks(namespace):
                         run_extract_job(store, namespace, extractor,
-                                        min_confidence=self.min_confidence)  # fmt: skip
+                                        min_confidence=self.min_confidence,
+                                        clock=self.clock)  # fmt: skip
                 else:
                     self._embed(store, namespace, progress=None, reindex=job_type == "reindex")
             except MemstrataError as error:
@@ -537,7 +538,7 @@ class Service(GraphMethods):
         ):  # a job row only when there is work: writes queue this often
             with self._extract_locks(namespace):
                 run_extract_job(self.store, namespace, self.extractor,
-                                min_confidence=self.min_confidence)  # fmt: skip
+                                min_confidence=self.min_confidence, clock=self.clock)  # fmt: skip
 
     def _queue_if_backlog(self, namespace: str) -> None:
         if self.background is None:
@@ -634,11 +635,6 @@ class Service(GraphMethods):
         if isinstance(request.expand, Expand):
             _cap(request.expand.limit, self.policy.max_top_k, "expand.limit", "max_top_k",
                  "ask for fewer related records")  # fmt: skip
-        if request.known_at is not None and request.expand:
-            raise InvalidInput(
-                "expand with known_at is not supported yet: graph edges keep no record "
-                "time; drop expand, or drop known_at"
-            )
         window = request.window(self.clock())
         warnings: list[str] = []
         embedder = self.embedder_for(namespace)

@@ -5,7 +5,7 @@ so every interface still calls one façade."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from memstrata.domain.errors import InvalidInput
@@ -22,7 +22,7 @@ from memstrata.domain.graph import (
 )
 from memstrata.domain.records import validate_namespace, validate_record_id
 from memstrata.domain.search import Expand, Hit, SearchRequest
-from memstrata.domain.time import Window, now_us
+from memstrata.domain.time import Window
 from memstrata.extraction.base import Extractor
 from memstrata.extraction.resolution import Resolver, plan
 from memstrata.jobs.embed import NamespaceLocks, Progress
@@ -57,6 +57,7 @@ class GraphMethods:
     """Mixed into Service; relies on its ``store``, ``policy`` and background queue."""
 
     store: Store
+    clock: Callable[[], int]
     extractor: Extractor | None
     min_confidence: float
     _extract_locks: NamespaceLocks
@@ -80,7 +81,8 @@ class GraphMethods:
         case); it has no provenance, so the extraction sweep never closes it. Stating
         the same fact from the same instant twice records it once."""
         validate_namespace(namespace)
-        start = now_us() if valid_from is None else valid_from
+        now = self.clock()
+        start = now if valid_from is None else valid_from
         ends = (_named(subject, "subject"), _named(object, "object"))
         if ends[0].name == ends[1].name:
             raise InvalidInput("subject and object name the same entity; a fact links two")
@@ -95,7 +97,7 @@ class GraphMethods:
                 raise InvalidInput(
                     "subject and object resolve to the same entity; a fact links two"
                 )
-            self.store.graph.apply(namespace, change, now=now_us())
+            self.store.graph.apply(namespace, change, now=now)
         return change.edges[0]
 
     def mention(
@@ -114,7 +116,7 @@ class GraphMethods:
                 self._resolver(namespace), Extraction(tuple(named)), record_id=record_id,
                 evidence="", valid_from=0, provenance=None,
             )  # fmt: skip
-            self.store.graph.apply(namespace, change, now=now_us())
+            self.store.graph.apply(namespace, change, now=self.clock())
         return change.mentions
 
     # -- reading the graph ----------------------------------------------------------
@@ -156,7 +158,7 @@ class GraphMethods:
         if include_expired and as_of is not None:
             raise InvalidInput("include_expired and as_of are mutually exclusive; choose one")
         self.store.graph.entity(namespace, entity_id)
-        window = None if include_expired else Window.point(now_us() if as_of is None else as_of)
+        window = None if include_expired else Window.point(self.clock() if as_of is None else as_of)
         return self.store.graph.relationships(namespace, entity_id, window)
 
     def mentions(self, namespace: str, entity_id: str) -> list[Mention]:
@@ -173,7 +175,7 @@ class GraphMethods:
         with self._extract_locks(namespace):
             return run_extract_job(
                 self.store, namespace, extractor, min_confidence=self.min_confidence,
-                progress=progress,
+                progress=progress, clock=self.clock,
             )  # fmt: skip
 
     def _require_extractor(self, namespace: str) -> Extractor:
@@ -186,7 +188,7 @@ class GraphMethods:
         return self.extractor
 
     def extraction_backlog(self, namespace: str) -> int:
-        return self.store.graph.backlog_count(namespace, now_us())
+        return self.store.graph.backlog_count(namespace, self.clock())
 
     def describe_extractor(self) -> str:
         return self.extractor.extractor_id if self.extractor is not None else "none"

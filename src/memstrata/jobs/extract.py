@@ -13,6 +13,7 @@ job, visibly; the records it did not reach are read by the next one.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from memstrata.domain.errors import MemstrataError, ProviderFailed
@@ -53,19 +54,21 @@ def run_extract_job(
     *,
     min_confidence: float,
     progress: Progress | None = None,
+    clock: Callable[[], int] = now_us,
 ) -> ExtractReport:
+    """One extract job; ``clock`` is the record time of what it writes."""
     graph = store.graph
-    job_id = store.job_start("extract", namespace, now_us(), this_process())
+    job_id = store.job_start("extract", namespace, clock(), this_process())
     done = 0
     closed = 0
     try:
-        closed = graph.sweep(namespace)
-        total = graph.backlog_count(namespace, now_us())
+        closed = graph.sweep(namespace, clock())
+        total = graph.backlog_count(namespace, clock())
         resolver = Resolver(namespace, graph.known(namespace))
-        while pending := graph.backlog(namespace, now_us(), BATCH):
+        while pending := graph.backlog(namespace, clock(), BATCH):
             for item in pending:
                 found = extractor.extract(item.content, min_confidence=min_confidence)
-                now = now_us()
+                now = clock()
                 change = plan(
                     resolver, found, record_id=item.id,
                     evidence=f"{item.id}\x1f{item.content_hash}",
@@ -77,16 +80,16 @@ def run_extract_job(
                     done += 1
                 else:  # rewritten meanwhile: what was resolved for it was not written
                     resolver = Resolver(namespace, graph.known(namespace))
-            store.job_update(job_id, state="running", done=done, error=None, now=now_us())
+            store.job_update(job_id, state="running", done=done, error=None, now=clock())
             if progress is not None:
                 progress(done, max(total, done))
-        closed += graph.sweep(namespace)  # records superseded while the job ran
+        closed += graph.sweep(namespace, clock())  # records superseded while the job ran
     except MemstrataError as error:
-        store.job_update(job_id, state="failed", done=done, error=error.message, now=now_us())
+        store.job_update(job_id, state="failed", done=done, error=error.message, now=clock())
         log.warning("extract job %s for %s failed: %s", job_id, namespace, error.message)
         if isinstance(error, ProviderFailed):
             raise
         raise ProviderFailed(error.message) from None
-    store.job_update(job_id, state="done", done=done, error=None, now=now_us())
-    remaining = graph.backlog_count(namespace, now_us())
+    store.job_update(job_id, state="done", done=done, error=None, now=clock())
+    remaining = graph.backlog_count(namespace, clock())
     return ExtractReport(job_id, namespace, extractor.extractor_id, done, closed, remaining)

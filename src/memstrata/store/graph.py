@@ -11,6 +11,14 @@ Expansion (SPEC §6) walks hit → mentions → entity → relates_to → entity
 record in one statement per hop, with the search's scope on the records it reaches
 and the search's time on the edges it crosses, so nothing out of scope or out of time
 is ever read into Python.
+
+Record time (``known_at``, SPEC §3): a mention and an edge carry ``known_from``, the
+instant they were recorded. A mention a re-extraction retracts moves to
+``past_mentions`` and an edge whose validity a retraction or a sweep closes leaves
+its replaced version in ``past_relations``, each with its record-time range
+``[known_from, known_to)``; so expansion as known at T walks the mentions and edge
+versions known then, to the record versions known then. A hard delete takes the
+record's past graph rows too.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from memstrata.domain.search import SearchRequest
 from memstrata.domain.time import Window
 from memstrata.store.sql.dialect import Dialect
 from memstrata.store.sql.rows import prefixed, record_from_row
-from memstrata.store.sql.scope import scope_clause, temporal_clause
+from memstrata.store.sql.scope import known_scope, scope_clause, temporal_clause
 
 T = TypeVar("T")
 Conn = Any  # a DB-API connection of either driver: both have execute() -> cursor
@@ -90,6 +98,7 @@ def _edge(row: Sequence[Any]) -> Relationship:
 
 
 _EDGE_COLUMNS = "id, subject, predicate, object, valid_from, valid_to, confidence, provenance"
+_MENTION_COLUMNS = "namespace, record, entity, spelling, provenance"
 # the record an open extracted fact cites, once that record has stopped being current
 _ENDED = (
     "FROM records r WHERE r.namespace = relations.namespace AND r.id = relations.record"
@@ -270,7 +279,7 @@ class Graph:
                 ):
                     return False
                 if pending.stale:
-                    self._retract(conn, namespace, pending, [e.id for e in change.edges])
+                    self._retract(conn, namespace, pending, [e.id for e in change.edges], now)
             self._write_change(conn, namespace, change, now)
             if extracted is not None:
                 self._mark(conn, namespace, pending, extractor, now)
@@ -300,35 +309,56 @@ class Graph:
                 [namespace, *sorted((a, b))])  # fmt: skip
         for mention in change.mentions:
             run(conn,
-                "INSERT INTO mentions (namespace, record, entity, spelling, provenance)"
-                " SELECT r.namespace, r.rowid, ?, ?, ? FROM records r"
+                "INSERT INTO mentions (namespace, record, entity, spelling, provenance,"
+                " known_from) SELECT r.namespace, r.rowid, ?, ?, ?, ? FROM records r"
                 " WHERE r.namespace = ? AND r.id = ? ON CONFLICT DO NOTHING",
-                [mention.entity, mention.spelling, _json(mention.provenance), namespace,
+                [mention.entity, mention.spelling, _json(mention.provenance), now, namespace,
                  mention.record])  # fmt: skip
         for edge in change.edges:
             record = edge.provenance.get("record") if edge.provenance else None
             run(conn,
-                f"INSERT INTO relations (namespace, record, {_EDGE_COLUMNS})"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (namespace, id) DO NOTHING",
+                f"INSERT INTO relations (namespace, record, {_EDGE_COLUMNS}, known_from)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (namespace, id) DO NOTHING",
                 [namespace, record, edge.id, edge.subject, edge.predicate, edge.object,
-                 edge.valid_from, edge.valid_to, edge.confidence, _json(edge.provenance)],
+                 edge.valid_from, edge.valid_to, edge.confidence, _json(edge.provenance), now],
             )  # fmt: skip
 
-    def _retract(self, conn: Conn, namespace: str, pending: Pending, keep: list[str]) -> None:
+    def _retract(
+        self, conn: Conn, namespace: str, pending: Pending, keep: list[str], now: int
+    ) -> None:
         """The record was rewritten in place: what its old content said was never so.
-        Its extracted mentions go; its open facts close where they began (readable
-        with include_expired, valid at no instant)."""
+        Its extracted mentions go (to the past: known until ``now``); its open facts
+        close where they began (readable with include_expired, valid at no instant)."""
+        where = "namespace = ? AND record = ? AND provenance IS NOT NULL"
         self._rows(
             conn,
-            "DELETE FROM mentions WHERE namespace = ? AND record = ? AND provenance IS NOT NULL",
-            [namespace, pending.rowid],
+            f"INSERT INTO past_mentions ({_MENTION_COLUMNS}, known_from, known_to)"
+            f" SELECT {_MENTION_COLUMNS}, known_from, ? FROM mentions WHERE {where}",
+            [now, namespace, pending.rowid],
         )
+        self._rows(conn, f"DELETE FROM mentions WHERE {where}", [namespace, pending.rowid])
         keep_clause = f" AND id NOT IN ({_marks(keep)})" if keep else ""
+        self._close(
+            conn, "valid_from",
+            f"namespace = ? AND record = ? AND valid_to IS NULL{keep_clause}",
+            [namespace, pending.id, *keep], now,
+        )  # fmt: skip
+
+    def _close(self, conn: Conn, valid_to: str, where: str, params: list[Any], now: int) -> None:
+        """Sets ``valid_to`` (an expression) on the edges ``where`` selects, keeping
+        each one's version before (known until ``now``) in ``past_relations``."""
         self._rows(
             conn,
-            "UPDATE relations SET valid_to = valid_from WHERE namespace = ? AND record = ?"
-            f" AND valid_to IS NULL{keep_clause}",
-            [namespace, pending.id, *keep],
+            f"INSERT INTO past_relations (namespace, record, {_EDGE_COLUMNS}, known_from,"
+            f" known_to) SELECT namespace, record, {_EDGE_COLUMNS}, known_from, ?"
+            f" FROM relations WHERE {where}",
+            [now, *params],
+        )
+        self._rows(
+            conn,
+            f"UPDATE relations SET valid_to = {valid_to}, known_from = ? WHERE {where}",
+            [now, *params],
         )
 
     def _mark(self, conn: Conn, namespace: str, pending: Pending, extractor: str, now: int) -> None:
@@ -350,21 +380,22 @@ class Graph:
             return int(self._rows(conn, f"SELECT count(*) FROM relations {_UNSWEPT}",
                                   [namespace])[0][0])  # fmt: skip
 
-    def sweep(self, namespace: str) -> int:
+    def sweep(self, namespace: str, now: int) -> int:
         """Closes the open extracted facts whose record is no longer current (superseded
-        or invalidated) at the instant it stopped being so. Asserted facts (no record)
-        are never closed. Returns how many were closed."""
-        sql = (
-            "UPDATE relations SET valid_to = (SELECT CASE WHEN r.valid_to > relations.valid_from"
-            f" THEN r.valid_to ELSE relations.valid_from END {_ENDED}) {_UNSWEPT}"
+        or invalidated) at the instant it stopped being so, as recorded at ``now``.
+        Asserted facts (no record) are never closed. Returns how many were closed."""
+        valid_to = (
+            "(SELECT CASE WHEN r.valid_to > relations.valid_from"
+            f" THEN r.valid_to ELSE relations.valid_from END {_ENDED})"
         )
+        unswept = _UNSWEPT.removeprefix("WHERE ")
 
         def work(conn: Conn) -> int:
             # counted first: a pipelined cursor has no rowcount until it syncs
             count = int(self._rows(conn, f"SELECT count(*) FROM relations {_UNSWEPT}",
                                    [namespace])[0][0])  # fmt: skip
             if count:
-                self._rows(conn, sql, [namespace])
+                self._close(conn, valid_to, unswept, [namespace], now)
             return count
 
         return self._write(work)
@@ -383,7 +414,9 @@ class Graph:
     ) -> list[Reached]:
         """Records related to ``seeds`` (the direct hits, best first) through the graph,
         in scope and in time, at most ``limit``, nearest hops first, then by the rank of
-        the record they were reached from, then by id. The seeds are never returned."""
+        the record they were reached from, then by id. The seeds are never returned.
+        With ``request.known_at``, the graph and the records as known at that instant."""
+        walk = _Walk(self.d, namespace, request, window)
         reached: list[Reached] = []
         seen = list(seeds)
         frontier = list(seeds)
@@ -391,8 +424,7 @@ class Graph:
             for hop in range(1, hops + 1):
                 if not frontier or len(reached) >= limit:
                     break
-                found = self._hop(conn, namespace, request, window, frontier, seen,
-                                  limit - len(reached))  # fmt: skip
+                found = self._hop(conn, walk, frontier, seen, limit - len(reached))
                 for record, origin, via in found:
                     reached.append(Reached(record, hop, origin, via))
                     seen.append(record.id)
@@ -400,14 +432,7 @@ class Graph:
         return reached
 
     def _hop(
-        self,
-        conn: Conn,
-        namespace: str,
-        request: SearchRequest,
-        window: Window | None,
-        frontier: list[str],
-        seen: list[str],
-        limit: int,
+        self, conn: Conn, walk: _Walk, frontier: list[str], seen: list[str], limit: int
     ) -> list[tuple[Record, str, list[dict[str, str]]]]:
         """One hop out from ``frontier``, best-ranked record first: each seed's related
         records precede the next seed's, so the walk stops as soon as ``limit`` are found."""
@@ -416,64 +441,39 @@ class Graph:
         for seed in frontier:
             if len(found) >= limit:
                 break
-            for record, via in self._from_seed(conn, namespace, request, window, seed,
-                                               excluded, limit - len(found)):  # fmt: skip
+            for record, via in self._from_seed(conn, walk, seed, excluded, limit - len(found)):
                 found.append((record, seed, via))
                 excluded.append(record.id)
         return found
 
     def _from_seed(
-        self,
-        conn: Conn,
-        namespace: str,
-        request: SearchRequest,
-        window: Window | None,
-        seed: str,
-        excluded: list[str],
-        limit: int,
+        self, conn: Conn, walk: _Walk, seed: str, excluded: list[str], limit: int
     ) -> list[tuple[Record, list[dict[str, str]]]]:
         """The first ``limit`` records (by id) in scope, not ``excluded``, that mention an
-        entity one edge (valid in ``window``) away from an entity ``seed`` mentions."""
-        edge_time, edge_params = temporal_clause(self.d, "e", window, tombstones=False)
-
-        # CROSS JOIN (conditions in WHERE) fixes SQLite's join order to the one that
-        # reads only what the walk reaches; PostgreSQL plans it like any inner join.
-        def step(near: str, far: str) -> str:
-            return (
-                f"SELECT e.{far}, e.id, e.predicate FROM records s CROSS JOIN mentions m1"
-                " CROSS JOIN relations e WHERE s.namespace = ? AND s.id = ?"
-                " AND m1.record = s.rowid AND m1.namespace = s.namespace"
-                f" AND e.namespace = m1.namespace AND e.{near} = m1.entity AND {edge_time}"
-            )
-
-        params = [namespace, seed, *edge_params]
+        entity one edge (valid in the window) away from an entity ``seed`` mentions."""
         paths: dict[str, tuple[str, str]] = {}  # far entity -> its lowest edge id, predicate
-        rows = self._rows(conn, f"{step('subject', 'object')} UNION ALL "
-                          f"{step('object', 'subject')}", [*params, *params])  # fmt: skip
-        for far, edge, predicate in rows:
+        sql, params = walk.edges(seed)
+        for far, edge, predicate in self._rows(conn, sql, params):
             if far not in paths or edge < paths[far][0]:
                 paths[far] = (edge, predicate)
         if not paths:
             return []
         far_test, far_params = self.d.in_list("m2.entity", sorted(paths))
-        scope, scope_params = scope_clause(self.d, "r", namespace, request, window)
+        mentions, mention_params = walk.mentions()
         # from the related entities' mentions to their records (by rowid), in scope
-        chosen = self._rows(
-            conn,
-            f"SELECT {prefixed('r')} FROM records r WHERE r.rowid IN (SELECT m2.record"
-            f" FROM mentions m2 WHERE m2.namespace = ? AND {far_test}) AND {scope}"
-            f" AND r.id NOT IN ({_marks(excluded)}) ORDER BY r.id LIMIT ?",
-            [namespace, *far_params, *scope_params, *excluded, limit],
-        )
+        reaching = f"SELECT m2.record FROM {mentions} m2 WHERE m2.namespace = ? AND {far_test}"
+        reaching_params = [*mention_params, walk.namespace, *far_params]
+        sql, params = walk.records(reaching, reaching_params, excluded, limit)
+        chosen = self._rows(conn, sql, params)
         if not chosen:
             return []
         record_test, record_params = self.d.in_list("m2.record", [row[0] for row in chosen])
         mentioned: dict[int, list[str]] = {}
         for record_rowid, entity in self._rows(
             conn,
-            f"SELECT m2.record, m2.entity FROM mentions m2 WHERE m2.namespace = ?"
+            f"SELECT m2.record, m2.entity FROM {mentions} m2 WHERE m2.namespace = ?"
             f" AND {record_test} AND {far_test} ORDER BY m2.record, m2.entity",
-            [namespace, *record_params, *far_params],
+            [*mention_params, walk.namespace, *record_params, *far_params],
         ):
             mentioned.setdefault(record_rowid, []).append(entity)
         out = []
@@ -481,8 +481,88 @@ class Graph:
             entities = sorted(mentioned.get(row[0], []), key=lambda e: (paths[e][0], e))
             via = [{"entity": e, "predicate": paths[e][1], "edge": paths[e][0]}
                    for e in entities[:MAX_PATHS]]  # fmt: skip
-            out.append((record_from_row(row, with_payload=request.include_payload), via))
+            out.append((record_from_row(row, with_payload=walk.request.include_payload), via))
         return out
+
+
+@dataclass(frozen=True)
+class _Walk:
+    """The statements of one expansion: over the graph and records of now, or (with
+    ``request.known_at``) over the mentions, edge versions and record versions known
+    at that instant."""
+
+    d: Dialect
+    namespace: str
+    request: SearchRequest
+    window: Window | None
+
+    def _known(self, table: str, columns: str) -> tuple[str, list[Any]]:
+        """``table`` as a derived table of the rows known at ``known_at``: the current
+        ones recorded by then, and the past ones (``past_<table>``) current then."""
+        known_at = self.request.known_at_us()
+        if known_at is None:
+            return table, []
+        return (
+            f"(SELECT {columns} FROM {table} WHERE namespace = ? AND known_from <= ?"
+            f" UNION ALL SELECT {columns} FROM past_{table} WHERE namespace = ?"
+            " AND known_from <= ? AND known_to > ?)",
+            [self.namespace, known_at, self.namespace, known_at, known_at],
+        )
+
+    def mentions(self) -> tuple[str, list[Any]]:
+        return self._known("mentions", "namespace, record, entity")
+
+    def edges(self, seed: str) -> tuple[str, list[Any]]:
+        """The far entity, edge id and predicate of each edge (valid in the window)
+        from or to an entity ``seed`` mentions."""
+        edge_time, edge_params = temporal_clause(self.d, "e", self.window, tombstones=False)
+        mentions, mention_params = self.mentions()
+        relations, relation_params = self._known(
+            "relations", "namespace, id, subject, predicate, object, valid_from, valid_to"
+        )
+
+        # CROSS JOIN (conditions in WHERE) fixes SQLite's join order to the one that
+        # reads only what the walk reaches; PostgreSQL plans it like any inner join.
+        def step(near: str, far: str) -> tuple[str, list[Any]]:
+            return (
+                f"SELECT e.{far}, e.id, e.predicate FROM records s CROSS JOIN {mentions} m1"
+                f" CROSS JOIN {relations} e WHERE s.namespace = ? AND s.id = ?"
+                " AND m1.record = s.rowid AND m1.namespace = s.namespace"
+                f" AND e.namespace = m1.namespace AND e.{near} = m1.entity AND {edge_time}",
+                [*mention_params, *relation_params, self.namespace, seed, *edge_params],
+            )
+
+        (out, out_params), (back, back_params) = (
+            step("subject", "object"),
+            step("object", "subject"),
+        )
+        return f"{out} UNION ALL {back}", [*out_params, *back_params]
+
+    def records(
+        self, reaching: str, params: list[Any], excluded: list[str], limit: int
+    ) -> tuple[str, list[Any]]:
+        """The first ``limit`` records by id (``COLUMNS``) whose rowid ``reaching``
+        selects, in scope and not ``excluded``: as known at ``known_at`` when set."""
+        known_at = self.request.known_at_us()
+        if known_at is None:
+            scope, scope_params = scope_clause(
+                self.d, "r", self.namespace, self.request, self.window
+            )
+            return (
+                f"SELECT {prefixed('r')} FROM records r WHERE r.rowid IN ({reaching})"
+                f" AND {scope} AND r.id NOT IN ({_marks(excluded)}) ORDER BY r.id LIMIT ?",
+                [*params, *scope_params, *excluded, limit],
+            )
+        parts, all_params = [], []
+        for half in known_scope(self.d, "r", self.namespace, self.request, self.window,
+                                known_at):  # fmt: skip
+            parts.append(
+                f"SELECT {prefixed('r', half.record)} FROM {half.table} r"
+                f" WHERE r.{half.record} IN ({reaching}) AND {half.where}"
+                f" AND r.id NOT IN ({_marks(excluded)})"
+            )
+            all_params += [*params, *half.params, *excluded]
+        return f"{' UNION ALL '.join(parts)} ORDER BY id LIMIT ?", [*all_params, limit]
 
 
 def forget(conn: Conn, namespace: str, record_id: str, rowid: int) -> None:
@@ -494,20 +574,53 @@ def forget(conn: Conn, namespace: str, record_id: str, rowid: int) -> None:
 
     touched = {row[0] for row in run(
         "SELECT entity FROM mentions WHERE namespace = ? AND record = ?"
+        " UNION SELECT entity FROM past_mentions WHERE namespace = ? AND record = ?"
         " UNION SELECT subject FROM relations WHERE namespace = ? AND record = ?"
-        " UNION SELECT object FROM relations WHERE namespace = ? AND record = ?",
-        [namespace, rowid, namespace, record_id, namespace, record_id],
+        " UNION SELECT object FROM relations WHERE namespace = ? AND record = ?"
+        " UNION SELECT subject FROM past_relations WHERE namespace = ? AND record = ?"
+        " UNION SELECT object FROM past_relations WHERE namespace = ? AND record = ?",
+        [namespace, rowid, namespace, rowid, *[namespace, record_id] * 4],
     )}  # fmt: skip
-    run("DELETE FROM relations WHERE namespace = ? AND record = ?", [namespace, record_id])
-    run("DELETE FROM mentions WHERE namespace = ? AND record = ?", [namespace, rowid])
+    for table in ("relations", "past_relations"):
+        run(f"DELETE FROM {table} WHERE namespace = ? AND record = ?", [namespace, record_id])
+    for table in ("mentions", "past_mentions"):
+        run(f"DELETE FROM {table} WHERE namespace = ? AND record = ?", [namespace, rowid])
     for entity_id in sorted(touched):
         orphan = not run(
             "SELECT 1 FROM mentions WHERE namespace = ? AND entity = ?"
+            " UNION ALL SELECT 1 FROM past_mentions WHERE namespace = ? AND entity = ?"
             " UNION ALL SELECT 1 FROM relations"
+            " WHERE namespace = ? AND (subject = ? OR object = ?)"
+            " UNION ALL SELECT 1 FROM past_relations"
             " WHERE namespace = ? AND (subject = ? OR object = ?)",
-            [namespace, entity_id, namespace, entity_id, entity_id],
-        )
+            [namespace, entity_id, namespace, entity_id, namespace, entity_id, entity_id,
+             namespace, entity_id, entity_id],
+        )  # fmt: skip
         if orphan:
             run("DELETE FROM possibly_same_as WHERE namespace = ? AND (a = ? OR b = ?)",
                 [namespace, entity_id, entity_id])  # fmt: skip
             run("DELETE FROM entities WHERE namespace = ? AND id = ?", [namespace, entity_id])
+
+
+def backfill_known_from(conn: Conn) -> None:
+    """Gives the mentions and edges of a store written before the graph kept record
+    time a ``known_from`` (a migration): a mention, its record's creation or (when
+    extracted) the record's extraction, whichever is later; an edge, the later of its
+    two entities' creation, which it cannot precede (both are written with it or
+    before it)."""
+    _run(
+        conn,
+        "UPDATE mentions SET known_from = (SELECT CASE WHEN x.at IS NOT NULL"
+        " AND mentions.provenance IS NOT NULL AND x.at > r.created_at THEN x.at"
+        " ELSE r.created_at END FROM records r LEFT JOIN extraction_markers x"
+        " ON x.record = r.rowid WHERE r.namespace = mentions.namespace"
+        " AND r.rowid = mentions.record)",
+        [],
+    )
+    _run(
+        conn,
+        "UPDATE relations SET known_from = (SELECT coalesce(max(n.created_at), 0) FROM entities n"
+        " WHERE n.namespace = relations.namespace"
+        " AND n.id IN (relations.subject, relations.object))",
+        [],
+    )

@@ -152,10 +152,12 @@ class PostgresDialect(Dialect):
         # a whole float8: sums of them are exact (below 2**53) in any order
         return f"trunc({expression})"
 
-    def records_join(self, alias: str, driver: str) -> str:
+    def records_join(
+        self, alias: str, driver: str, *, table: str = "records", column: str = "rowid"
+    ) -> str:
         return (
-            f"JOIN records {alias} ON {alias}.namespace = {driver}.namespace"
-            f" AND {alias}.rowid = {driver}.record"
+            f"JOIN {table} {alias} ON {alias}.namespace = {driver}.namespace"
+            f" AND {alias}.{column} = {driver}.record"
         )
 
     def has_vector(self, vectors: str, records: str) -> str:

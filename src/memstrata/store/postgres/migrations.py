@@ -17,6 +17,7 @@ from contextlib import nullcontext
 from psycopg import errors
 
 from memstrata.domain.errors import InvalidInput
+from memstrata.store import graph
 from memstrata.store.postgres.connection import Connection
 from memstrata.store.sql import lexical, migrate, past
 from memstrata.store.sql.migrate import Migration, run_script
@@ -384,6 +385,67 @@ def m006_record_time(conn: Connection) -> None:
         """,
     )
     past.backfill(conn)
+
+
+@migration
+def m007_record_time_postings_and_graph(conn: Connection) -> None:
+    """Record time for the lexical lane and the graph, as on SQLite: ``past_postings``
+    (the postings of contents a record held before, by hash), ``known_from`` on
+    mentions and edges, and ``past_mentions`` / ``past_relations`` for retracted
+    mentions and replaced edge versions with their record-time range. Existing
+    mentions and edges count as known from the latest instant their rows show."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE past_postings (
+            namespace    text COLLATE "C" NOT NULL,
+            term         text COLLATE "C" NOT NULL,
+            record       bigint NOT NULL,
+            content_hash text NOT NULL,
+            tf           integer NOT NULL,
+            length       integer NOT NULL,
+            PRIMARY KEY (namespace, term, record, content_hash) INCLUDE (tf, length),
+            FOREIGN KEY (namespace, record) REFERENCES records (namespace, rowid)
+                ON DELETE CASCADE
+        );
+        CREATE INDEX past_postings_record ON past_postings (namespace, record);
+        ALTER TABLE mentions ADD COLUMN known_from bigint NOT NULL DEFAULT 0;
+        ALTER TABLE relations ADD COLUMN known_from bigint NOT NULL DEFAULT 0;
+        CREATE TABLE past_mentions (
+            namespace  text COLLATE "C" NOT NULL,
+            record     bigint NOT NULL,
+            entity     text COLLATE "C" NOT NULL,
+            spelling   text NOT NULL,
+            provenance text,
+            known_from bigint NOT NULL,
+            known_to   bigint NOT NULL,
+            FOREIGN KEY (namespace, record) REFERENCES records (namespace, rowid)
+                ON DELETE CASCADE
+        );
+        CREATE INDEX past_mentions_record ON past_mentions (namespace, record);
+        CREATE INDEX past_mentions_entity ON past_mentions (namespace, entity);
+        CREATE TABLE past_relations (
+            namespace   text COLLATE "C" NOT NULL,
+            record      text COLLATE "C",
+            id          text COLLATE "C" NOT NULL,
+            subject     text COLLATE "C" NOT NULL,
+            predicate   text NOT NULL,
+            object      text COLLATE "C" NOT NULL,
+            valid_from  bigint NOT NULL,
+            valid_to    bigint,
+            confidence  double precision NOT NULL,
+            provenance  text,
+            known_from  bigint NOT NULL,
+            known_to    bigint NOT NULL
+        );
+        CREATE INDEX past_relations_subject ON past_relations (namespace, subject);
+        CREATE INDEX past_relations_object ON past_relations (namespace, object);
+        CREATE INDEX past_relations_record ON past_relations (namespace, record)
+            WHERE record IS NOT NULL;
+        """,
+    )
+    graph.backfill_known_from(conn)
+    lexical.index_past(conn)
 
 
 def _ensure_vector_extension(conn: Connection) -> None:

@@ -109,8 +109,11 @@ class Dialect(ABC):
         return f"json_extract({column}, '$.{key}')"
 
     @abstractmethod
-    def records_join(self, alias: str, driver: str) -> str:
-        """The join from scope rows aliased ``driver`` to their records as ``alias``."""
+    def records_join(
+        self, alias: str, driver: str, *, table: str = "records", column: str = "rowid"
+    ) -> str:
+        """The join from scope rows aliased ``driver`` to their records as ``alias``
+        (or to the rows of ``table`` whose ``column`` holds the record's rowid)."""
 
     @abstractmethod
     def has_vector(self, vectors: str, records: str) -> str:

@@ -6,7 +6,11 @@ language) are rows of ``lexical_postings (namespace, term, record, tf, length)``
 term, and ``lexical_stats (namespace, language, documents, length)`` its records and
 their total length in terms. All three are written in the transaction that changes
 the record, and every key starts with the namespace: a search reads only its own
-namespace's rows, and one tenant's records never move another's scores.
+namespace's rows, and one tenant's records never move another's scores. When a
+record's content is replaced, its postings are kept in ``past_postings`` under the
+outgoing content's hash (record time, :mod:`memstrata.store.sql.past`), so a
+``known_at`` search ranks past versions from postings too; they count in no
+statistics.
 
 BM25 (k1 = 1.2, b = 0.75, Lucene's idf ``ln(1 + (N - df + 0.5) / (df + 0.5))``, which
 stays positive) with N, the mean length and df of the searched namespace, over every
@@ -29,7 +33,7 @@ from memstrata.domain.records import Record
 from memstrata.domain.words import DEFAULT_LANGUAGE, LANGUAGES, query_terms, term_counts
 from memstrata.store.sql.dialect import Dialect, Lane, Tx, chunks
 from memstrata.store.sql.maintenance import Finding
-from memstrata.store.sql.rows import COLUMNS, best, hits, prefixed
+from memstrata.store.sql.rows import best, hits, prefixed
 from memstrata.store.sql.scope import known_scope, scope_clause
 
 K1 = 1.2
@@ -111,7 +115,7 @@ def search(d: Dialect, lane: Lane) -> list[tuple[Record, float]]:
         df = {row[3]: int(row[4]) for row in rows if row[3] is not None}
         terms = query_terms(text, language)
         if lane.known_at is not None:
-            return _known(d, tx, lane, language, weights(documents, length, df, terms, known=True))
+            return _known(d, tx, lane, weights(documents, length, df, terms, known=True))
         w = weights(documents, length, df, terms)
         if not w.terms:
             return []
@@ -142,14 +146,15 @@ def _ranked(
     )  # fmt: skip
 
 
-def _known(d: Dialect, tx: Tx, lane: Lane, language: str, w: Weights) -> list[tuple[Record, float]]:
+def _known(d: Dialect, tx: Tx, lane: Lane, w: Weights) -> list[tuple[Record, float]]:
     """BM25 over the records as known at ``lane.known_at``, with the namespace's
     statistics of now (the same N, mean length and df the current lane uses; a query
     term no current record holds counts as held by one record, so a word only a past
     version held still finds it). Current rows recorded by then are ranked from their
-    postings; a replaced version (``record_past``) keeps no postings, so its content
-    is tokenised here, in the namespace's language, and scored by the same formula,
-    each term's part cut to 1/SCALE as the SQL does."""
+    postings; a replaced version (``record_past``) from its record's postings when it
+    held the content the record holds now, else from the postings kept for its own
+    content (``past_postings``, by hash). Each record has one version at an instant,
+    so the two best-``limit`` lists merge without duplicates."""
     assert lane.known_at is not None
     if not w.terms:
         return []
@@ -157,19 +162,27 @@ def _known(d: Dialect, tx: Tx, lane: Lane, language: str, w: Weights) -> list[tu
         d, "r", lane.namespace, lane.request, lane.window, lane.known_at
     )
     rows = _ranked(d, tx, lane.namespace, w, current.where, current.params, lane.limit)
-    content = COLUMNS.split(", ").index("content")
-    for row in tx.execute(
-        f"SELECT {prefixed('r', 'record')} FROM record_past r WHERE {replaced.where}",
-        replaced.params,
-    ):
-        counts, length = term_counts(row[content], language)
-        parts = [
-            int(weight * counts[term] / (counts[term] + w.base + w.per_length * length))
-            for term, weight in w.terms
-            if counts[term]
-        ]
-        if parts:
-            rows.append((*row, sum(parts)))
+    values = ", ".join("(?, ?)" for _ in w.terms)
+    score = d.truncated("q.column2 * p.tf / (p.tf + ? + ? * p.length)")
+    terms = [w.base, w.per_length, *(v for pair in w.terms for v in pair), lane.namespace]
+    rows += tx.execute(
+        f"SELECT {prefixed('r', 'record')}, s.score FROM ("
+        f" SELECT p.namespace, p.record, CAST(NULL AS TEXT) AS content_hash,"
+        f" sum({score}) AS score FROM (VALUES {values}) q JOIN lexical_postings p"
+        " ON p.namespace = ? AND p.term = q.column1 GROUP BY p.namespace, p.record"
+        " UNION ALL"
+        f" SELECT p.namespace, p.record, p.content_hash, sum({score}) AS score"
+        f" FROM (VALUES {values}) q JOIN past_postings p"
+        " ON p.namespace = ? AND p.term = q.column1"
+        " GROUP BY p.namespace, p.record, p.content_hash) s"
+        f" {d.records_join('r', 's', table='record_past', column='record')}"
+        f" {d.records_join('c', 's')}"
+        f" WHERE {replaced.where} AND (CASE WHEN s.content_hash IS NULL"
+        " THEN r.content_hash = c.content_hash"
+        " ELSE r.content_hash = s.content_hash AND r.content_hash <> c.content_hash END)"
+        " ORDER BY s.score DESC, r.id LIMIT ?",
+        [*terms, *terms, *replaced.params, lane.limit],
+    ).fetchall()
     return best(hits(rows, lane.request, lambda row: int(row[-1]) / SCALE), lane.limit)
 
 
@@ -241,6 +254,20 @@ class LexicalWrites:
         self._documents -= 1
         self._take(rowid)
 
+    def keep(self, rowid: int, content_hash: str) -> None:
+        """The record's content (of hash ``content_hash``) is about to be replaced:
+        its postings are kept for ``known_at`` searches (:func:`_known`)."""
+        pending = self._pending.get(rowid)
+        if pending is not None:  # written in this transaction, not in the table yet
+            _insert_postings(self.tx, self.namespace, {rowid: pending}, content_hash=content_hash)
+            return
+        self.tx.execute(
+            "INSERT INTO past_postings (namespace, term, record, content_hash, tf, length)"
+            " SELECT namespace, term, record, ?, tf, length FROM lexical_postings"
+            " WHERE namespace = ? AND record = ? ON CONFLICT DO NOTHING",
+            (content_hash, self.namespace, rowid),
+        )
+
     def _put(self, rowid: int, document: Document) -> None:
         counts, length = document
         self._pending[rowid] = document
@@ -304,21 +331,61 @@ POSTING_COLUMNS = ("namespace", "term", "record", "tf", "length")
 
 
 def _insert_postings(
-    tx: Tx, namespace: str, documents: dict[int, Document], d: Dialect | None = None
+    tx: Tx,
+    namespace: str,
+    documents: dict[int, Document],
+    d: Dialect | None = None,
+    content_hash: str | None = None,
 ) -> None:
-    rows = [
-        (namespace, term, rowid, tf, length)
-        for rowid, (counts, length) in documents.items()
-        for term, tf in counts.items()
-    ]
-    if not rows:
+    """Postings of current contents (through the write's dialect ``d`` when given), or
+    (``content_hash``) of a past one."""
+    if not documents:
         return
-    if d is not None:  # a write's postings, as its dialect inserts rows
-        d.insert_rows(tx, "lexical_postings", POSTING_COLUMNS, rows)
+    if content_hash is None:
+        rows = [
+            (namespace, term, rowid, tf, length)
+            for rowid, (counts, length) in documents.items()
+            for term, tf in counts.items()
+        ]
+        if not rows:
+            return
+        if d is not None:  # a write's postings, as its dialect inserts rows
+            d.insert_rows(tx, "lexical_postings", POSTING_COLUMNS, rows)
+            return
+        tx.executemany(
+            f"INSERT INTO lexical_postings ({', '.join(POSTING_COLUMNS)}) VALUES (?, ?, ?, ?, ?)",
+            rows,
+        )
         return
     tx.executemany(
-        f"INSERT INTO lexical_postings ({', '.join(POSTING_COLUMNS)}) VALUES (?, ?, ?, ?, ?)", rows
-    )
+        "INSERT INTO past_postings (namespace, term, record, content_hash, tf, length)"
+        " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        [(namespace, term, rowid, content_hash, tf, length)
+         for rowid, (counts, length) in documents.items() for term, tf in counts.items()],
+    )  # fmt: skip
+
+
+def _index_past(tx: Tx, namespace: str, language: str) -> None:
+    """Postings for every content the namespace's records held before and hold no
+    longer (each record and content hash once)."""
+    tx.execute("DELETE FROM past_postings WHERE namespace = ?", (namespace,))
+    rows = tx.execute(
+        "SELECT DISTINCT r.record, r.content_hash, r.content FROM record_past r"
+        " JOIN records c ON c.namespace = r.namespace AND c.rowid = r.record"
+        " WHERE r.namespace = ? AND r.content_hash <> c.content_hash",
+        (namespace,),
+    ).fetchall()
+    for rowid, content_hash, content in rows:
+        document = term_counts(content, language)
+        _insert_postings(tx, namespace, {int(rowid): document}, content_hash=content_hash)
+
+
+def index_past(tx: Tx) -> None:
+    """Postings for every past content of every namespace, in its language (a
+    migration)."""
+    names = tx.execute("SELECT DISTINCT namespace FROM record_past").fetchall()
+    for (namespace,) in sorted(names):
+        _index_past(tx, namespace, language(tx, namespace))
 
 
 def reindex(tx: Tx, namespace: str, language: str) -> None:
@@ -365,6 +432,7 @@ def set_language(d: Dialect, tx: Tx, namespace: str, wanted: str) -> bool:
     if LexicalWrites(d, tx, namespace).language() == wanted:
         return False
     reindex(tx, namespace, wanted)
+    _index_past(tx, namespace, wanted)
     return True
 
 

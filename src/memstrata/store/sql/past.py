@@ -5,9 +5,9 @@ When a write replaces it, the outgoing row is copied into ``record_past`` with i
 record-time range ``[known_from, known_to)`` (``known_to`` = the replacing version's
 ``updated_at``), its tag and metadata rows into ``past_tags`` / ``past_meta`` (the same
 columns as ``record_tags`` / ``record_meta``, so :mod:`memstrata.store.sql.scope`
-renders one scope over either). The lexical lane tokenises a past version's content
-when it ranks it (:func:`memstrata.store.sql.lexical.search`), so the past keeps no
-postings of its own.
+renders one scope over either). The postings of a content a record no longer holds
+are kept by the lexical lane (``past_postings``, :mod:`memstrata.store.sql.lexical`),
+its vectors by the dialect (``past_vectors``), both by content hash.
 A hard delete takes all of it with the record (cascades), so it is gone from the past.
 """
 
@@ -31,14 +31,14 @@ from memstrata.store.sql.scope import known_clause
 _FIELDS = ", ".join(ROW_FIELDS)
 
 
-def keep(d: Dialect, tx: Tx, namespace: str, rowid: int, known_to: int) -> None:
+def keep(d: Dialect, tx: Tx, namespace: str, rowid: int, known_to: int) -> str:
     """Copies the record's current row (about to be replaced at ``known_to``) into the
-    past, with its scope rows."""
+    past, with its scope rows. Returns the content hash of the outgoing version."""
     columns = _FIELDS
     row = tx.execute(
         f"INSERT INTO record_past (record, known_from, known_to, {columns})"
         f" SELECT rowid, updated_at, ?, {columns} FROM records WHERE namespace = ?"
-        " AND rowid = ? RETURNING rowid",
+        " AND rowid = ? RETURNING rowid, content_hash",
         (known_to, namespace, rowid),
     ).fetchone()
     past = int(row[0])
@@ -55,6 +55,7 @@ def keep(d: Dialect, tx: Tx, namespace: str, rowid: int, known_to: int) -> None:
         f" FROM record_meta WHERE {ns} = ? AND record = ?",
         (past, namespace, rowid),
     )
+    return str(row[1])
 
 
 def known_rows(

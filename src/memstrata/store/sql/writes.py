@@ -132,7 +132,9 @@ class Writes:
         tx, d = self.tx, self.d
         values = row_values(record)
         if rowid is not None:  # the version it replaces stays known until now
-            past.keep(d, tx, self.namespace, rowid, values["updated_at"])
+            outgoing = past.keep(d, tx, self.namespace, rowid, values["updated_at"])
+            if document is not None:  # and so do the postings of its content
+                self.lexical.keep(rowid, outgoing)
         if rowid is None:
             if document is None:
                 document = self.lexical.document(record.content)

@@ -62,9 +62,11 @@ class SqliteDialect(Dialect):
     def unindexed(self, column: str) -> str:
         return f"+{column}"
 
-    def records_join(self, alias: str, driver: str) -> str:
+    def records_join(
+        self, alias: str, driver: str, *, table: str = "records", column: str = "rowid"
+    ) -> str:
         # CROSS JOIN fixes the order: the scope rows drive, each record read by rowid
-        return f"CROSS JOIN records {alias} ON {alias}.rowid = {driver}.record"
+        return f"CROSS JOIN {table} {alias} ON {alias}.{column} = {driver}.record"
 
     def has_vector(self, vectors: str, records: str) -> str:
         # a withdrawn vector stays as a row with no dimensions (see withdraw_vectors)

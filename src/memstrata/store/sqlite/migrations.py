@@ -8,6 +8,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from memstrata.store import graph
 from memstrata.store.sql import lexical, migrate, past
 from memstrata.store.sql.migrate import Migration, run_script
 
@@ -409,6 +410,67 @@ def m008_record_time(conn: sqlite3.Connection) -> None:
         """,
     )
     past.backfill(conn)
+
+
+@migration
+def m009_record_time_postings_and_graph(conn: sqlite3.Connection) -> None:
+    """Record time for the lexical lane and the graph. ``past_postings`` holds the
+    postings of each content a record held before (by its hash), so a ``known_at``
+    lexical search ranks past versions in SQL as it ranks current ones. Mentions and
+    edges get ``known_from`` (when recorded); a retracted mention and an edge's
+    replaced version move to ``past_mentions`` / ``past_relations`` with their
+    record-time range, so expansion can walk the graph as known at an instant.
+    Before this migration the graph kept no record time: each mention and edge counts
+    as known from the latest instant its rows show it could not have been missing
+    (its record's creation or extraction, its entities' creation)."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE past_postings (
+            namespace    TEXT NOT NULL,
+            term         TEXT NOT NULL,
+            record       INTEGER NOT NULL REFERENCES records (rowid) ON DELETE CASCADE,
+            content_hash TEXT NOT NULL,
+            tf           INTEGER NOT NULL,
+            length       INTEGER NOT NULL,
+            PRIMARY KEY (namespace, term, record, content_hash)
+        ) WITHOUT ROWID;
+        CREATE INDEX past_postings_record ON past_postings (record);
+        ALTER TABLE mentions ADD COLUMN known_from INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE relations ADD COLUMN known_from INTEGER NOT NULL DEFAULT 0;
+        CREATE TABLE past_mentions (
+            record     INTEGER NOT NULL REFERENCES records (rowid) ON DELETE CASCADE,
+            namespace  TEXT NOT NULL,
+            entity     TEXT NOT NULL,
+            spelling   TEXT NOT NULL,
+            provenance TEXT,
+            known_from INTEGER NOT NULL,
+            known_to   INTEGER NOT NULL
+        );
+        CREATE INDEX past_mentions_record ON past_mentions (namespace, record);
+        CREATE INDEX past_mentions_entity ON past_mentions (namespace, entity);
+        CREATE TABLE past_relations (
+            namespace   TEXT NOT NULL,
+            record      TEXT,
+            id          TEXT NOT NULL,
+            subject     TEXT NOT NULL,
+            predicate   TEXT NOT NULL,
+            object      TEXT NOT NULL,
+            valid_from  INTEGER NOT NULL,
+            valid_to    INTEGER,
+            confidence  REAL NOT NULL,
+            provenance  TEXT,
+            known_from  INTEGER NOT NULL,
+            known_to    INTEGER NOT NULL
+        );
+        CREATE INDEX past_relations_subject ON past_relations (namespace, subject);
+        CREATE INDEX past_relations_object ON past_relations (namespace, object);
+        CREATE INDEX past_relations_record ON past_relations (namespace, record)
+            WHERE record IS NOT NULL;
+        """,
+    )
+    graph.backfill_known_from(conn)
+    lexical.index_past(conn)
 
 
 def apply_migrations(conn: sqlite3.Connection, now: int) -> list[str]:
