@@ -144,13 +144,16 @@ class SqliteDialect(Dialect):
         )
         query = query.astype(np.float32)
         with self.db.snapshot() as conn:
-            (listed,) = conn.execute(  # one text value, as in in_scope
-                f"SELECT group_concat(r.rowid) FROM records r WHERE {current.where}",
-                current.params,
-            ).fetchone()
-            rowids: list[int] = (
-                [] if listed is None else np.fromstring(listed, dtype=np.int64, sep=",").tolist()
+            cached = self._scopes.rowids(
+                conn, lane.namespace, lane.request, lane.window, lane.known_at
             )
+            if cached is None:
+                (listed,) = conn.execute(  # one text value, as in in_scope
+                    f"SELECT group_concat(r.rowid) FROM records r WHERE {current.where}",
+                    current.params,
+                ).fetchone()
+                cached = np.fromstring(listed or "", dtype=np.int64, sep=",")
+            past: list[int] = []
             old: list[tuple[int, str]] = []
             for record, same, content_hash in conn.execute(
                 "SELECT r.record, r.content_hash = c.content_hash, r.content_hash"
@@ -158,19 +161,19 @@ class SqliteDialect(Dialect):
                 replaced.params,
             ):  # fmt: skip
                 if same:
-                    rowids.append(record)
+                    past.append(record)
                 else:
                     old.append((record, content_hash))
-            total = len(rowids) + len(old)
-            scores: dict[int, float] = {}
-            if rowids:
+            in_scope = np.concatenate([cached, np.asarray(past, dtype=np.int64)])
+            total = int(in_scope.shape[0]) + len(old)
+            rowids, similarities = np.zeros(0, np.int64), np.zeros(0, np.float32)
+            if in_scope.shape[0]:
                 matrix = self._vectors.refresh(conn, embedder_id, int(query.shape[0]))
-                in_scope = np.asarray(rowids, dtype=np.int64)
-                embedded = in_scope[matrix.has(in_scope)]
-                if embedded.shape[0]:
-                    similarities = matrix.scores(embedded, query)
-                    scores = dict(zip(embedded.tolist(), similarities.tolist(), strict=True))
+                rowids = in_scope[matrix.has(in_scope)]
+                if rowids.shape[0]:
+                    similarities = matrix.scores(rowids, query)
             wanted = dict(old)
+            kept: dict[int, float] = {}
             for chunk in chunks(list(wanted), 500):
                 test, params = self.in_list("record", chunk)
                 for record, content_hash, blob in conn.execute(
@@ -179,15 +182,20 @@ class SqliteDialect(Dialect):
                     [embedder_id, int(query.shape[0]), *params],
                 ):
                     if wanted.get(record) == content_hash:
-                        scores[record] = float(np.frombuffer(blob, dtype="<f4") @ query)
-            if not scores:
+                        kept[record] = float(np.frombuffer(blob, dtype="<f4") @ query)
+            if kept:
+                rowids = np.concatenate([rowids, np.fromiter(kept, np.int64, len(kept))])
+                similarities = np.concatenate(
+                    [similarities, np.fromiter(kept.values(), np.float32, len(kept))]
+                )
+            scored = int(rowids.shape[0])
+            if not scored:
                 return [], total
-            ranked = sorted(scores.values(), reverse=True)
-            last = ranked[min(lane.limit, len(ranked)) - 1]  # and any tied with it
-            by_rowid = {rowid: score for rowid, score in scores.items() if score >= last}
+            chosen = top_k(similarities, lane.limit)
+            by_rowid = {int(rowids[i]): float(similarities[i]) for i in chosen}
             rows = known_rows(self, conn, lane.namespace, lane.known_at, list(by_rowid))
         found = hits(rows, lane.request, lambda row: by_rowid[row[0]])
-        return best(found, lane.limit), total - len(scores)
+        return best(found, lane.limit), total - scored
 
     def in_scope(
         self,

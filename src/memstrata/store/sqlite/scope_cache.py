@@ -12,8 +12,10 @@ from the file on a process's ``WARM_AFTER``-th search and rebuilt after any larg
 change. Building it reads every record's scope rows, which costs more than one SQL
 scope: a process that searches once or twice (a CLI call) never builds it.
 
-A search this copy cannot answer (a key, or any request field it does not know, such
-as a record-time option) is answered by the SQL scope (:func:`scope_rowids`) instead.
+A search this copy cannot answer (a key, or any request field it does not know) is
+answered by the SQL scope (:func:`scope_rowids`) instead. For a ``known_at`` search it
+decides the current half (the rows already recorded then, by ``updated_at``); the
+replaced versions are read from SQL.
 The rules are the SQL scope's, written here over arrays; the temporal oracle test
 (tests/store/test_temporal_oracle.py) checks both against one brute-force model.
 """
@@ -38,7 +40,7 @@ SERVED = frozenset(
         "query", "query_vector", "top_k", "ranking", "candidate_k", "kind", "tags",
         "filter", "predicates", "created_after", "created_before", "min_trust", "as_of",
         "between", "include_historical", "expand", "ids_only", "include_payload",
-        "include_vector", "require_complete",
+        "include_vector", "require_complete", "known_at",
     }
 )  # fmt: skip
 _OPEN = np.iinfo(np.int64).max  # a NULL valid_to: open-ended
@@ -46,7 +48,7 @@ _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
     "=": operator.eq, ">": operator.gt, "<": operator.lt, ">=": operator.ge, "<=": operator.le,
 }  # fmt: skip
 _NUMERIC = {Op.GT: operator.gt, Op.GTE: operator.ge, Op.LT: operator.lt, Op.LTE: operator.le}
-_COLUMNS = "rowid, namespace, valid_from, valid_to, deleted_at, created_at, trust, kind"
+_COLUMNS = "rowid, namespace, valid_from, valid_to, deleted_at, created_at, trust, kind, updated_at"
 _RELOAD_SHARE = 4  # more changes than 1/4 of the copy: reload it whole (one scan)
 _CHUNK = 65536
 #: The copy is built on a process's third search: one-shot processes keep the SQL scope.
@@ -105,6 +107,7 @@ class _Tenant:
         self.valid_from = np.zeros(size, np.int64)
         self.valid_to = np.zeros(size, np.int64)
         self.created_at = np.zeros(size, np.int64)
+        self.updated_at = np.zeros(size, np.int64)
         self.live = np.zeros(size, bool)  # not tombstoned
         self.present = np.zeros(size, bool)  # not hard-deleted
         self.codes: dict[str, dict[str, int]] = {"trust": {}, "kind": {}}
@@ -115,8 +118,8 @@ class _Tenant:
         self.values: dict[str, set[str]] = {}  # metadata key -> every value seen
         self.held: dict[int, Members] = {}  # what each record is listed under
 
-    _ARRAYS = ("rowid", "valid_from", "valid_to", "created_at", "live", "present",
-               "trust", "kind")  # fmt: skip
+    _ARRAYS = ("rowid", "valid_from", "valid_to", "created_at", "updated_at", "live",
+               "present", "trust", "kind")  # fmt: skip
 
     def grow(self, need: int) -> None:
         size = self.rowid.shape[0]
@@ -138,8 +141,9 @@ class _Tenant:
         return found[: self.count] if found is not None else None
 
     def set_row(self, position: int, row: Sequence[Any]) -> None:
-        _, _, valid_from, valid_to, deleted_at, created_at, trust, kind = row
+        _, _, valid_from, valid_to, deleted_at, created_at, trust, kind, updated_at = row
         self.valid_from[position] = valid_from
+        self.updated_at[position] = updated_at
         self.valid_to[position] = _OPEN if valid_to is None else valid_to
         self.created_at[position] = created_at
         self.live[position] = deleted_at is None
@@ -192,9 +196,12 @@ class _Tenant:
         wanted = set(values)
         return self._pairs(key, lambda value: value in wanted)
 
-    def positions(self, request: SearchRequest, window: Window | None) -> np.ndarray | None:
-        """Positions of the records in scope, or None when a term is not one this copy
-        holds (the caller then asks SQL)."""
+    def positions(
+        self, request: SearchRequest, window: Window | None, known_at: int | None = None
+    ) -> np.ndarray | None:
+        """Positions of the records in scope (with ``known_at``: those of them whose
+        current version was recorded by then), or None when a term is not one this
+        copy holds (the caller then asks SQL)."""
         lists = [
             *(self.tags[t].array() if t in self.tags else np.zeros(0, np.int64)
               for t in request.tags),
@@ -218,6 +225,8 @@ class _Tenant:
             return column if candidates is None else column[candidates]
 
         keep = col("present").copy()
+        if known_at is not None:
+            keep &= col("updated_at") <= known_at
         if window is not None:
             keep &= col("live")
             keep &= col("valid_from") < window.end
@@ -255,10 +264,16 @@ class ScopeCache:
         self.size = 0
 
     def rowids(
-        self, conn: sqlite3.Connection, namespace: str, request: SearchRequest, at: Window | None
+        self,
+        conn: sqlite3.Connection,
+        namespace: str,
+        request: SearchRequest,
+        at: Window | None,
+        known_at: int | None = None,
     ) -> np.ndarray | None:
-        """The rowids of every record in the search's scope, or None when this copy
-        cannot decide it (the caller asks SQL). Call inside the search's read."""
+        """The rowids of every record in the search's scope (``known_at``: of every
+        current row in it recorded by then), or None when this copy cannot decide it
+        (the caller asks SQL). Call inside the search's read."""
         if not served(request):
             return None
         with self._lock:
@@ -270,7 +285,7 @@ class ScopeCache:
             tenant = self.tenants.get(namespace)
             if tenant is None:
                 return np.zeros(0, np.int64)
-            positions = tenant.positions(request, at)
+            positions = tenant.positions(request, at, known_at)
             return None if positions is None else tenant.rowid[positions]
 
     # -- refresh ----------------------------------------------------------------------
@@ -326,6 +341,7 @@ class ScopeCache:
                                         np.int64, n),
                 "live": np.fromiter((r[4] is None for r in rows), bool, n),
                 "created_at": np.fromiter((r[5] for r in rows), np.int64, n),
+                "updated_at": np.fromiter((r[8] for r in rows), np.int64, n),
                 "present": np.ones(n, bool),
             }  # fmt: skip
             for index in np.unique(spaces):
