@@ -153,7 +153,13 @@ class PostgresDialect(Dialect):
         return f"trunc({expression})"
 
     def records_join(
-        self, alias: str, driver: str, *, table: str = "records", column: str = "rowid"
+        self,
+        alias: str,
+        driver: str,
+        *,
+        table: str = "records",
+        column: str = "rowid",
+        index: str | None = None,
     ) -> str:
         return (
             f"JOIN {table} {alias} ON {alias}.namespace = {driver}.namespace"

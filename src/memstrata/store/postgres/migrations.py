@@ -408,6 +408,7 @@ def m007_record_time_postings_and_graph(conn: Connection) -> None:
             FOREIGN KEY (namespace, record) REFERENCES records (namespace, rowid)
                 ON DELETE CASCADE
         );
+        CREATE INDEX record_past_id ON record_past (namespace, id);
         CREATE INDEX past_postings_record ON past_postings (namespace, record);
         ALTER TABLE mentions ADD COLUMN known_from bigint NOT NULL DEFAULT 0;
         ALTER TABLE relations ADD COLUMN known_from bigint NOT NULL DEFAULT 0;

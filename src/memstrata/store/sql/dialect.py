@@ -110,10 +110,17 @@ class Dialect(ABC):
 
     @abstractmethod
     def records_join(
-        self, alias: str, driver: str, *, table: str = "records", column: str = "rowid"
+        self,
+        alias: str,
+        driver: str,
+        *,
+        table: str = "records",
+        column: str = "rowid",
+        index: str | None = None,
     ) -> str:
         """The join from scope rows aliased ``driver`` to their records as ``alias``
-        (or to the rows of ``table`` whose ``column`` holds the record's rowid)."""
+        (or to the rows of ``table`` whose ``column`` holds the record's rowid, by
+        ``index`` where the engine can be told)."""
 
     @abstractmethod
     def has_vector(self, vectors: str, records: str) -> str:

@@ -46,6 +46,8 @@ REINDEX_BATCH = 1000
 #: document; the bound keeps the statement's parameters within every engine's limit).
 MAX_QUERY_TERMS = 1000
 
+#: The index of replaced versions by record, which a known_at ranking reads them by.
+_BY_RECORD = "record_past_record"
 #: A record's terms with their counts, and its length in terms.
 Document = tuple[Counter[str], int]
 
@@ -175,7 +177,7 @@ def _known(d: Dialect, tx: Tx, lane: Lane, w: Weights) -> list[tuple[Record, flo
         f" FROM (VALUES {values}) q JOIN past_postings p"
         " ON p.namespace = ? AND p.term = q.column1"
         " GROUP BY p.namespace, p.record, p.content_hash) s"
-        f" {d.records_join('r', 's', table='record_past', column='record')}"
+        f" {d.records_join('r', 's', table='record_past', column='record', index=_BY_RECORD)}"
         f" {d.records_join('c', 's')}"
         f" WHERE {replaced.where} AND (CASE WHEN s.content_hash IS NULL"
         " THEN r.content_hash = c.content_hash"

@@ -435,6 +435,7 @@ def m009_record_time_postings_and_graph(conn: sqlite3.Connection) -> None:
             length       INTEGER NOT NULL,
             PRIMARY KEY (namespace, term, record, content_hash)
         ) WITHOUT ROWID;
+        CREATE INDEX record_past_id ON record_past (namespace, id);
         CREATE INDEX past_postings_record ON past_postings (record);
         ALTER TABLE mentions ADD COLUMN known_from INTEGER NOT NULL DEFAULT 0;
         ALTER TABLE relations ADD COLUMN known_from INTEGER NOT NULL DEFAULT 0;
