@@ -38,9 +38,7 @@ FIRST = BASE - 60 * DAY
 NAMES = ["Ada", "Bob", "Cyd", "Dee", "Eve", "Fay", "Gus", "Hal"]
 
 #: one fact a record, among enough names that the walk does not reach everything
-facts = st.lists(
-    st.tuples(st.sampled_from(NAMES), st.sampled_from(NAMES)), min_size=1, max_size=1
-)
+facts = st.lists(st.tuples(st.sampled_from(NAMES), st.sampled_from(NAMES)), min_size=1, max_size=1)
 
 
 def content(pairs: list[tuple[str, str]]) -> str:
