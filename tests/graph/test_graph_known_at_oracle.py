@@ -22,6 +22,7 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
+from tests.store.test_known_at_oracle import plain
 from tests.support.pg import fresh_target
 
 import memstrata
@@ -65,10 +66,6 @@ def in_scope(record: Record, window: tuple[int, int], tagged: bool) -> bool:
         and valid_in(to_us(record.valid_from), valid_to, window)
         and ("t" in record.tags or not tagged)
     )
-
-
-def plain(record: Record) -> dict:
-    return record.model_copy(update={"known_until": None, "payload": None}).to_json()
 
 
 class GraphKnownAtMachine(RuleBasedStateMachine):
