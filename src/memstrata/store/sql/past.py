@@ -72,14 +72,14 @@ def known_rows(
     ``rowid`` or by ``id``."""
     parts, params = [], []
     # by rowid, the rowids drive (the planner would rather range over the namespace)
-    namespace = d.unindexed("r.namespace") if by == "rowid" else "r.namespace"
+    ns_column = d.unindexed("r.namespace") if by == "rowid" else "r.namespace"
     for table, column, past in (("records", "rowid", False), ("record_past", "record", True)):
         test, test_params = d.in_list(f"r.{column if by == 'rowid' else 'id'}", values)
         known, known_params = known_clause("r", known_at, past=past)
         until = "r.known_to" if past else "CAST(NULL AS BIGINT)"
         parts.append(
             f"SELECT {prefixed('r', column)}, {until} AS known_until FROM {table} r"
-            f" WHERE {namespace} = ? AND {test} AND {known}"
+            f" WHERE {ns_column} = ? AND {test} AND {known}"
         )
         params += [namespace, *test_params, *known_params]
     return list(tx.execute(" UNION ALL ".join(parts), params).fetchall())
