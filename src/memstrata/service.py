@@ -738,8 +738,9 @@ def fuse(
         signals.setdefault(record.id, {})["semantic"] = {"rank": rank, "similarity": similarity}
     if ranking == Ranking.HYBRID:
         fused = reciprocal_rank_fusion(
-            [[r.id for r, _ in lexical], [r.id for r, _ in semantic]], RRF_K
-        )
+            [[r.id for r, _ in lexical], [r.id for r, _ in semantic]], RRF_K,
+            scores=[[s for _, s in lexical], [s for _, s in semantic]],
+        )  # fmt: skip
     else:
         fused = [(r.id, score) for r, score in (lexical or semantic)]
     return [

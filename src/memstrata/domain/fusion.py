@@ -5,6 +5,17 @@ k = 5, not the customary 60. With k = 60 and lanes 50 deep, 1/(k + rank) is near
 first hit of one lane, and hybrid ranked below its better lane. k = 5 keeps a lane's
 first hits first. It was chosen on LoCoMo conversations 0-1 only and holds on 2-4
 (hybrid R@10 0.552 -> 0.640 and 0.587 -> 0.655; bench/README.md, "Fusion").
+
+Ties. Two lanes that swap their first two hits give both the same fused score (1/6 +
+1/7 either way), which happens whenever the lanes agree on the pair but not on the
+order. Such a tie is broken by how close each record came to its lanes' best: the sum
+over lanes of the record's score divided by that lane's first score (BM25 scores and
+cosine similarities both have a natural zero; a lane whose best score is not positive
+is min-max normalised instead). A record one lane scores just below its first beats one
+the other lane scores far below its first. Only exact ties are decided this way, so a
+ranking without ties is RRF's; the id breaks what is still equal. Chosen on the
+time-awareness set of seed 12 over min-max within the lane's list, reported on seed 11
+(bench/README.md, "Fusion").
 """
 
 from __future__ import annotations
@@ -15,14 +26,39 @@ RRF_K = 5
 
 
 def reciprocal_rank_fusion(
-    lanes: Sequence[Sequence[str]], k: int = RRF_K
+    lanes: Sequence[Sequence[str]],
+    k: int = RRF_K,
+    *,
+    scores: Sequence[Sequence[float]] | None = None,
 ) -> list[tuple[str, float]]:
     """Fuses ranked id lists: score(id) = sum over lanes of 1 / (k + rank), rank from 1.
-    Ordered by score, ties broken by id."""
+    Ordered by score; ties broken by the lanes' normalised ``scores`` (one list per lane,
+    aligned with its ids, higher is better) when given, then by id."""
     if k <= 0:
         raise ValueError("the RRF constant k must be positive")
-    scores: dict[str, float] = {}
-    for lane in lanes:
+    if scores is not None and (
+        len(scores) != len(lanes)
+        or any(len(s) != len(ids) for s, ids in zip(scores, lanes, strict=True))
+    ):
+        raise ValueError("scores must give one score per id of every lane")
+    fused: dict[str, float] = {}
+    closeness: dict[str, float] = {}
+    for number, lane in enumerate(lanes):
+        normalised = _closeness(scores[number]) if scores is not None else [0.0] * len(lane)
         for rank, item in enumerate(lane, start=1):
-            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
-    return sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
+            fused[item] = fused.get(item, 0.0) + 1.0 / (k + rank)
+            closeness[item] = closeness.get(item, 0.0) + normalised[rank - 1]
+    return sorted(fused.items(), key=lambda pair: (-pair[1], -closeness[pair[0]], pair[0]))
+
+
+def _closeness(values: Sequence[float]) -> list[float]:
+    """Each score relative to the lane's best (its first): s / best, or min-max
+    normalised when the best is not positive; 1 for all when they are all equal."""
+    if not values:
+        return []
+    low, high = min(values), max(values)
+    if high == low:
+        return [1.0] * len(values)
+    if high > 0:
+        return [v / high for v in values]
+    return [(v - low) / (high - low) for v in values]
