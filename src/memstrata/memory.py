@@ -28,6 +28,7 @@ from memstrata.jobs.embed import JobReport, Progress
 from memstrata.jobs.extract import ExtractReport
 from memstrata.jobs.folder import DEFAULT_MAX_BYTES
 from memstrata.jobs.mining import MineReport, MineRequest
+from memstrata.rerank import RerankerSpec, build_reranker
 from memstrata.service import DEFAULT_CHANGES, Policy, Service
 from memstrata.service_graph import NameLike
 from memstrata.store import StorageOptions
@@ -280,6 +281,7 @@ def open_memory(
     extractor: ExtractorSpec = None,
     text_search: Mapping[str, str] | None = None,
     storage: StorageOptions | None = None,
+    reranker: RerankerSpec = None,
 ) -> Memory:
     """Opens (creating if needed) a memory store: a path, a ``sqlite:///`` URL or a
     ``postgresql://`` URL (PostgreSQL with pgvector ≥ 0.8; needs the postgres extra).
@@ -298,7 +300,10 @@ def open_memory(
     ``text_search`` binds namespaces to a text-search language for lexical search:
     ``"english"`` (the default: stop words dropped, words stemmed) or ``"simple"``
     (every word as written, lower-cased); changing it re-indexes the namespace.
-    ``storage`` sizes a PostgreSQL store's pool and its timeouts."""
+    ``storage`` sizes a PostgreSQL store's pool and its timeouts.
+    ``reranker`` re-orders each search's first fused hits (:mod:`memstrata.rerank`): a
+    ``Reranker``, a rerank server's URL, ``"none"``, or ``None`` for
+    ``MEMSTRATA_RERANKER_URL`` (unset: no reranking, the default)."""
     default = build_embedder(embedder, cache_size)
     overrides = {ns: build_embedder(spec, cache_size) for ns, spec in (embedders or {}).items()}
     chosen, min_confidence = build_extractor(extractor)
@@ -308,5 +313,6 @@ def open_memory(
         Service(
             opened, binding, background_jobs=background_jobs, policy=policy, extractor=chosen,
             min_confidence=min_confidence, text_search=text_search,
+            reranker=build_reranker(reranker),
         )
     )  # fmt: skip

@@ -61,6 +61,7 @@ from memstrata.jobs.embed import (
 )
 from memstrata.jobs.extract import run_extract_job
 from memstrata.jobs.mining import MineReport, MineRequest, run_mine_job
+from memstrata.rerank import Reranker, rerank_hits
 from memstrata.service_graph import GraphMethods
 from memstrata.store.base import Store
 
@@ -175,6 +176,7 @@ class Service(GraphMethods):
         min_confidence: float = DEFAULT_MIN_CONFIDENCE,
         text_search: Mapping[str, str] | None = None,
         clock: Callable[[], int] = now_us,
+        reranker: Reranker | None = None,
     ) -> None:
         """``text_search`` binds namespaces to a text-search language (SPEC §2;
         :mod:`memstrata.domain.words`): a namespace indexed in another is re-indexed
@@ -184,6 +186,8 @@ class Service(GraphMethods):
         self.clock = clock
         self.embedders = embedders or EmbedderBinding(None)
         self.policy = policy or Policy()
+        #: the optional rerank stage after fusion (:mod:`memstrata.rerank`); None: off
+        self.reranker = reranker
         self.extractor = extractor
         self.min_confidence = min_confidence
         self._job_locks = NamespaceLocks()
@@ -213,6 +217,8 @@ class Service(GraphMethods):
         self.embedders.close()
         if self.extractor is not None:
             self.extractor.close()
+        if self.reranker is not None:
+            self.reranker.close()
         self.store.close()
 
     def embedder_for(self, namespace: str) -> Embedder | None:
@@ -642,7 +648,14 @@ class Service(GraphMethods):
         unembedded = 0
         lexical: list[tuple[Record, float]] = []
         semantic: list[tuple[Record, float]] = []
-        depth = request.top_k if ranking != Ranking.HYBRID else self.policy.lane_depth(request)
+        # a reranker sees up to its depth of fused hits, then top_k are kept
+        rerank = self.reranker is not None and bool(request.query)
+        wanted = max(request.top_k, self.reranker.depth) if rerank and self.reranker else (
+            request.top_k
+        )  # fmt: skip
+        depth = (
+            wanted if ranking != Ranking.HYBRID else max(wanted, self.policy.lane_depth(request))
+        )
         if ranking in (Ranking.LEXICAL, Ranking.HYBRID):
             lexical = self.store.lexical(namespace, request, window, depth)
         if ranking == Ranking.LEXICAL and not lexical and not self._searchable(namespace, request):
@@ -663,7 +676,10 @@ class Service(GraphMethods):
                     f"unembedded: {unembedded} in-scope records have no vector yet and were "
                     "invisible to the semantic lane"
                 )
-        hits = fuse(ranking, lexical, semantic, request.top_k)
+        hits = fuse(ranking, lexical, semantic, wanted)
+        if rerank and self.reranker is not None:
+            hits = rerank_hits(self.reranker, request.query or "", hits)
+        hits = hits[: request.top_k]
         if request.expand:
             hits = self._expand(namespace, request, window, hits)
         if request.include_vector and embedder is not None:
