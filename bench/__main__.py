@@ -6,7 +6,8 @@
     python -m bench report                 re-renders summary.md and plots from the JSON
 
 Options: ``--only speed,quality,time,cold``, ``--engines pg,chroma,lance,sqlitevec``
-(memstrata on SQLite and the numpy floor always run), ``--results DIR``.
+(memstrata on SQLite and the numpy floor always run), ``--results DIR``, ``--store DIR``
+(memstrata's speed store kept there and reused by the next run of the same size).
 """
 
 from __future__ import annotations
@@ -91,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
         for size in plan["speed"]:
             t = time.perf_counter()
             queries = plan["queries_100k"] if size >= 100_000 else plan["queries"]
-            speed = run_speed(size, queries, wanted=engines)
+            store = Path(args.store) if args.store else None
+            speed = run_speed(size, queries, wanted=engines, store=store)
             write_json(results / f"speed_{size_label(size)}.json", speed)
             timings[f"speed_{size_label(size)}"] = round(time.perf_counter() - t, 1)
     if "quality" in parts:
@@ -138,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         "--engines", help="comma-separated: pg, chroma, lance, sqlitevec (default: all)"
     )
     run_parser.add_argument("--results", default=str(RESULTS), help="output directory")
+    run_parser.add_argument(
+        "--store", help="keep memstrata's speed store in this directory, and reuse it"
+    )
     report_parser = commands.add_parser("report", help="re-render summary.md and plots")
     report_parser.add_argument("--results", default=str(RESULTS))
     args = parser.parse_args(argv)

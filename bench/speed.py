@@ -130,12 +130,14 @@ class PgServer:
 
 def make_engines(
     workdir: Path, data: SpeedData, table: dict[str, np.ndarray], truth: Truth,
-    wanted: set[str], pg_url: str | None, skipped: dict[str, str],
+    wanted: set[str], pg_url: str | None, skipped: dict[str, str], store: Path | None = None,
 ) -> list[Engine]:  # fmt: skip
     from bench.engines.floor import FloorEngine
     from bench.engines.memstrata_engine import MemstrataEngine
 
-    engines: list[Engine] = [MemstrataEngine(str(workdir / "memstrata.db"), MEMSTRATA, table)]
+    ours = MemstrataEngine(str((store or workdir) / f"memstrata-{data.size}.db"), MEMSTRATA,
+                           table, keep=store is not None)  # fmt: skip
+    engines: list[Engine] = [ours]
     if "pg" in wanted:
         if pg_url is None:
             skipped[MEMSTRATA_PG] = "no PostgreSQL backend in this tree, or no server"
@@ -167,7 +169,10 @@ def run_speed(
     seed: int = 7,
     batch: int = 1000,
     wanted: set[str] | None = None,
+    store: Path | None = None,
 ) -> dict[str, Any]:
+    """One speed run; ``store`` keeps memstrata's file there across runs (built once,
+    then reused: a 1M store takes long to write)."""
     wanted = wanted if wanted is not None else {"pg", *PEERS}
     started = time.perf_counter()
     t = time.perf_counter()
@@ -193,7 +198,9 @@ def run_speed(
     engines: list[Engine] = []
     result: dict[str, Any] = {}
     try:
-        engines = make_engines(workdir, data, table, truth, wanted, pg_url, skipped)
+        if store is not None:
+            store.mkdir(parents=True, exist_ok=True)
+        engines = make_engines(workdir, data, table, truth, wanted, pg_url, skipped, store)
         ingest: dict[str, Any] = {}
         for engine in list(engines):
             t = time.perf_counter()

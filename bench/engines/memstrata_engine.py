@@ -87,8 +87,11 @@ class MemstrataEngine(Engine):
         name: str,
         query_table: dict[str, np.ndarray],
         namespace: str = NAMESPACE,
+        *,
+        keep: bool = False,
     ) -> None:
         super().__init__()
+        self.keep = keep  # the store outlives the run (bench --store): built once
         self.name = name
         self.target = target
         self.namespace = namespace
@@ -96,20 +99,39 @@ class MemstrataEngine(Engine):
         self.memory: memstrata.Memory | None = None
 
     def ingest(self, data: SpeedData, batch: int) -> dict[str, Any]:
+        built = Path(self.target + ".ingest.json")
+        if self.keep and built.exists():  # a kept store of this size and seed: reuse it
+            saved = json.loads(built.read_text())
+            if saved["size"] == data.size:
+                self.memory = memstrata.open(self.target, embedder=self.embedder,
+                                             background_jobs=False)  # fmt: skip
+                return self._after_ingest(data, saved["write_s"], reused=True)
         self.memory = memstrata.open(self.target, embedder=self.embedder, background_jobs=False)
-        self.data = data
         write = 0.0
         for start in range(0, data.size, batch):
             chunk = records(data, start, min(start + batch, data.size))
             t = time.perf_counter()
             self.memory.upsert(self.namespace, chunk)
             write += time.perf_counter() - t
+        if self.keep:
+            built.write_text(json.dumps({"size": data.size, "write_s": write}))
+        return self._after_ingest(data, write, reused=False)
+
+    def _after_ingest(self, data: SpeedData, write: float, *, reused: bool) -> dict[str, Any]:
+        assert self.memory is not None
+        # the graph index for wide scopes (SQLite; PostgreSQL builds its own in SQL)
+        t = time.perf_counter()
+        store: Any = self.memory.service.store  # the SQL store's hook (a bench may peek)
+        store.build_vector_index(384)
+        index_s = time.perf_counter() - t
         # the first search of a process loads the vector matrix: count it as ingest work
         t = time.perf_counter()
         self.memory.search(self.namespace, query_vector=data.vectors[0].tolist(), top_k=1,
                            include_historical=True)  # fmt: skip
         warm = time.perf_counter() - t
-        info = {"write_s": write, "index_s": 0.0, "first_search_s": warm}
+        info: dict[str, Any] = {"write_s": write, "index_s": index_s, "first_search_s": warm}
+        if reused:
+            info["store_reused"] = True  # write_s is the saved figure of the build
         if "://" not in self.target:  # a SQLite file: its size, and a cold process on it
             files = Path(self.target).parent.glob(Path(self.target).name + "*")
             info["disk_bytes_per_record"] = sum(f.stat().st_size for f in files) / data.size

@@ -63,7 +63,7 @@ from memstrata.jobs.extract import run_extract_job
 from memstrata.jobs.mining import MineReport, MineRequest, run_mine_job
 from memstrata.rerank import Reranker, rerank_hits
 from memstrata.service_graph import GraphMethods
-from memstrata.store.base import Store
+from memstrata.store.base import SemanticHits, Store
 
 if TYPE_CHECKING:
     from memstrata.access import Access
@@ -749,9 +749,13 @@ def fuse(
     for rank, (record, score) in enumerate(lexical, start=1):
         records[record.id] = record
         signals.setdefault(record.id, {})["lexical"] = {"rank": rank, "score": score}
+    index = semantic.index if isinstance(semantic, SemanticHits) else None
     for rank, (record, similarity) in enumerate(semantic, start=1):
         records[record.id] = record
-        signals.setdefault(record.id, {})["semantic"] = {"rank": rank, "similarity": similarity}
+        lane: dict[str, float | int | str] = {"rank": rank, "similarity": similarity}
+        if index is not None:
+            lane["index"] = index  # an approximate index found it (exact otherwise)
+        signals.setdefault(record.id, {})["semantic"] = lane
     if ranking == Ranking.HYBRID:
         fused = reciprocal_rank_fusion(
             [[r.id for r, _ in lexical], [r.id for r, _ in semantic]], RRF_K,

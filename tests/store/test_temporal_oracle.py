@@ -104,6 +104,10 @@ class TemporalMachine(RuleBasedStateMachine):
         scopes = getattr(self.memory.service.store.dialect, "_scopes", None)
         if scopes is not None:  # SQLite: the scope copy decides from the first search
             scopes.warm_after = 1
+            # and every semantic search goes through the graph index (built in the
+            # search): its candidates must be exactly the scope's too
+            vectors = self.memory.service.store.dialect._vectors
+            vectors.background, vectors.min_rows, vectors.min_share = False, 1, 0.0
         self.model: dict[str, Model] = {}
         self.counter = 0
 

@@ -26,6 +26,14 @@ from memstrata.store.graph import Graph
 from memstrata.store.sql.maintenance import Finding, Read
 
 
+class SemanticHits(list[tuple[Record, float]]):
+    """The vector lane's hits, best first, and the index that found them: None when
+    the scope was scored exactly, else its name (e.g. ``"hnsw"``), which each hit
+    carries in its ``semantic`` signal."""
+
+    index: str | None = None
+
+
 class Store(Protocol):
     backend: str
     """"sqlite" or "postgres"."""

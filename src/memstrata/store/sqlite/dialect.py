@@ -19,6 +19,7 @@ from memstrata.domain.errors import InvalidInput
 from memstrata.domain.records import Record
 from memstrata.domain.search import SearchRequest
 from memstrata.domain.time import Window, now_us
+from memstrata.store.base import SemanticHits
 from memstrata.store.sql.dialect import Dialect, Lane, chunks
 from memstrata.store.sql.maintenance import Finding
 from memstrata.store.sql.past import known_rows
@@ -52,7 +53,7 @@ class SqliteDialect(Dialect):
     def __init__(self, path: str) -> None:
         self.path = path
         self.db: Database = Database(path)
-        self._vectors = VectorCache()
+        self._vectors = VectorCache(path)
         self._scopes = ScopeCache()
         with translated(path):
             apply_migrations(self.db.conn(), now_us())
@@ -244,12 +245,34 @@ class SqliteDialect(Dialect):
             unembedded = int(in_scope.shape[0] - rowids.shape[0])
             if rowids.shape[0] == 0:
                 return [], unembedded
-            similarities = matrix.scores(rowids, query.astype(np.float32))
+            query = query.astype(np.float32)
+            found = SemanticHits()
+            # a wide scope: the graph index's candidates, each then scored exactly
+            candidates = self._vectors.candidates(matrix, rowids, query, limit)
+            if candidates is not None:
+                rowids, found.index = candidates, "hnsw"
+            similarities = matrix.scores(rowids, query)
             chosen = top_k(similarities, limit)
             by_rowid = {int(rowids[i]): float(similarities[i]) for i in chosen}
             test, params = self.in_list("rowid", list(by_rowid))
             records = conn.execute(f"SELECT {COLUMNS} FROM records WHERE {test}", params).fetchall()
-        return best(hits(records, request, lambda row: by_rowid[row[0]]), limit), unembedded
+        found += best(hits(records, request, lambda row: by_rowid[row[0]]), limit)
+        return found, unembedded
+
+    def build_vector_index(self, dimensions: int) -> None:
+        """Builds, in this process, the graph index of every embedder's vectors of
+        these dimensions that has enough of them to be searched through one."""
+        with self.db.snapshot() as conn:
+            embedders = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT DISTINCT embedder_id FROM vectors WHERE dimensions = ?", (dimensions,)
+                )
+            ]
+            matrices = [self._vectors.refresh(conn, e, dimensions) for e in embedders]
+        for matrix in matrices:
+            if matrix.live >= max(1, self._vectors.min_rows):
+                self._vectors.build_graph(matrix)
 
     def vectors_for(
         self, namespace: str, ids: Sequence[str], embedder_id: str

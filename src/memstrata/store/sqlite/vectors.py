@@ -19,6 +19,9 @@ import threading
 
 import numpy as np
 
+from memstrata.store.sqlite import ann, vector_file
+from memstrata.store.sqlite.ann import GraphIndex
+
 
 class _Matrix:
     """All vectors of one embedder, addressable by record rowid."""
@@ -29,6 +32,8 @@ class _Matrix:
         self.count = 0
         self.position = np.full(1024, -1, dtype=np.int64)  # rowid -> row, -1 = none
         self.seq = 0
+        self.live = 0  # rowids with a vector
+        self.graph = GraphIndex(dimensions)
 
     def reserve(self, rows: int, top_rowid: int) -> None:
         """Room for ``rows`` vectors and rowids up to ``top_rowid`` (rows past ``count``
@@ -51,12 +56,16 @@ class _Matrix:
         if need > self.rows.shape[0]:
             self.reserve(max(need, 2 * self.rows.shape[0]), 0)
         self.position[fresh] = np.arange(self.count, need)
+        self.live += need - self.count
         self.count = need
         self.rows[self.position[rowids]] = vectors
+        self.graph.changed(rowids, vectors)
 
     def withdraw(self, rowids: np.ndarray) -> None:
-        inside = rowids[rowids < self.position.shape[0]]
+        inside = np.unique(rowids[rowids < self.position.shape[0]])
+        self.live -= int(np.count_nonzero(self.position[inside] >= 0))
         self.position[inside] = -1
+        self.graph.changed(inside, None)
 
     def has(self, rowids: np.ndarray) -> np.ndarray:
         """Which of these records have a vector (a boolean mask)."""
@@ -81,9 +90,76 @@ class _Matrix:
 class VectorCache:
     """Per-process, per-embedder matrices, kept in step with the ``vectors`` table."""
 
-    def __init__(self) -> None:
+    def __init__(self, database: str = "") -> None:
         self._matrices: dict[str, _Matrix] = {}
         self._lock = threading.Lock()
+        self.background = True  # tests set False: a graph is built inside the search
+        # the scope a graph index answers (tests lower them to reach it with few rows)
+        self.min_rows = ann.MIN_ROWS
+        self.min_share = ann.MIN_SHARE
+        self.folder = vector_file.folder(database)  # the saved copies (None: none)
+        self._unsaved: dict[str, int] = {}  # vectors read from the table since a save
+
+    def candidates(
+        self, matrix: _Matrix, rowids: np.ndarray, query: np.ndarray, limit: int
+    ) -> np.ndarray | None:
+        """For a wide scope (``rowids``: the in-scope records with a vector), the
+        rowids the graph index offers, a superset of its ``limit`` nearest in the scope;
+        None when the scope is not wide, or its graph is not built yet (one is started)
+        or finds too few: the caller scores the scope exactly."""
+        with self._lock:
+            wide = rowids.shape[0] >= max(1, self.min_rows, self.min_share * matrix.live)
+            if not wide:
+                return None
+            if not matrix.graph.ready and matrix.graph.start():
+                self._build(matrix)
+            if not matrix.graph.ready:
+                return None
+            member = None
+            if rowids.shape[0] < matrix.live:  # else the scope is every vector
+                member = np.zeros(matrix.position.shape[0], dtype=bool)
+                member[rowids] = True
+            return matrix.graph.search(member, int(rowids.shape[0]), query, limit)
+
+    def build_graph(self, matrix: _Matrix) -> None:
+        """Builds the matrix's graph index now, in this thread, unless it has one."""
+        with self._lock:
+            started = matrix.graph.start()
+        if started:
+            self._snapshot_build(matrix)
+
+    def _build(self, matrix: _Matrix) -> None:
+        """Runs a started build: in a background thread, or (tests) right here."""
+        if self.background:
+            threading.Thread(target=self._snapshot_build, args=(matrix,), daemon=True,
+                             name="memstrata-vector-graph").start()  # fmt: skip
+            return
+        self._lock.release()
+        try:
+            self._snapshot_build(matrix)
+        finally:
+            self._lock.acquire()
+
+    def _snapshot_build(self, matrix: _Matrix) -> None:
+        with self._lock:
+            rowids = np.flatnonzero(matrix.position >= 0)
+            positions = matrix.position[rowids]
+            rows = matrix.rows  # a grown matrix is a new array: this one stays as is
+
+        def current(changed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            alive = matrix.has(changed)
+            return alive, matrix.gather(changed[alive])
+
+        matrix.graph.build(rowids, positions, rows, self._lock, current)
+        with self._lock:  # the graph and its matrix, saved at one seq
+            for embedder_id, held in self._matrices.items():
+                if held is matrix and matrix.count >= vector_file.SAVE_MIN:
+                    self._save(embedder_id, matrix)
+
+    def matrices(self, dimensions: int) -> list[str]:
+        """The embedders whose matrix this process holds, of these dimensions."""
+        with self._lock:
+            return [e for e, m in self._matrices.items() if m.dimensions == dimensions]
 
     def refresh(self, conn: sqlite3.Connection, embedder_id: str, dimensions: int) -> _Matrix:
         """Pulls every vector written since the last refresh (inside the caller's read)."""
@@ -91,6 +167,8 @@ class VectorCache:
             matrix = self._matrices.get(embedder_id)
             if matrix is None or matrix.dimensions != dimensions:
                 matrix = self._matrices[embedder_id] = _Matrix(dimensions)
+            if matrix.seq == 0 and self.folder is not None:
+                self._adopt(conn, embedder_id, matrix)
             if matrix.seq == 0:  # a first load: size the matrix once (an upper bound)
                 count, top = conn.execute(
                     "SELECT (SELECT count(*) FROM vectors WHERE embedder_id = ?),"
@@ -118,10 +196,41 @@ class VectorCache:
                     vectors = np.frombuffer(blob, dtype="<f4").reshape(len(present), dimensions)
                     matrix.put(rowids, vectors)
                 matrix.seq = rows[-1][2]
+                self._unsaved[embedder_id] = self._unsaved.get(embedder_id, 0) + len(rows)
+            if (
+                self._unsaved.get(embedder_id, 0) * _SAVE_SHARE
+                > matrix.count
+                >= vector_file.SAVE_MIN
+            ):
+                self._save(embedder_id, matrix)
             return matrix
+
+    def _adopt(self, conn: sqlite3.Connection, embedder_id: str, matrix: _Matrix) -> None:
+        """Starts an empty matrix from its saved copy, when there is a valid one."""
+        assert self.folder is not None
+        found = vector_file.load(self.folder, conn, embedder_id, matrix.dimensions)
+        if found is None:
+            return
+        meta, rows, rowids, graph = found
+        present = np.flatnonzero(rowids >= 0)
+        top = int(rowids.max()) if rowids.shape[0] else 0
+        matrix.rows = rows
+        matrix.count = int(rows.shape[0])
+        matrix.position = np.full(max(1024, top + 1), -1, dtype=np.int64)
+        matrix.position[rowids[present]] = present
+        matrix.live = int(present.shape[0])
+        matrix.seq = int(meta["seq"])
+        matrix.graph.index = graph
+        self._unsaved[embedder_id] = 0
+
+    def _save(self, embedder_id: str, matrix: _Matrix) -> None:
+        if self.folder is not None:
+            vector_file.save(self.folder, embedder_id, matrix)
+        self._unsaved[embedder_id] = 0
 
 
 _CHUNK = 4096
+_SAVE_SHARE = 4  # saved again once the vectors read since the last save pass 1/4
 
 
 def top_k(similarities: np.ndarray, k: int) -> np.ndarray:

@@ -1,0 +1,155 @@
+"""The wide-scope index of the SQLite vector lane: an HNSW graph (usearch) over one
+embedder's vectors, answering a search whose scope is large and wide.
+
+Exact cosine over the in-scope rows costs a pass over them; for a scope of most of a
+large store that is a pass over the whole matrix. Above ``MIN_ROWS`` in-scope vectors
+holding at least ``MIN_SHARE`` of the index, the lane asks the graph instead for the
+nearest vectors of the whole store, keeps those in the scope (the same scope the exact
+path scores, decided before), asks deeper when too few are in it, and rescores the
+kept ones exactly from the matrix, so every score is the exact cosine. When even a
+deep ask finds fewer than the scope's best ``limit``, the search falls back to exact.
+Below the thresholds the search is exact. Hits found through the graph say so in their
+``semantic`` signal (``"index": "hnsw"``).
+
+The graph is a copy, like the matrix it is built from (SPEC §12: rebuilt from the
+file, never a second truth): every vector the matrix takes or withdraws is applied to
+it, a build runs in a background thread while searches stay exact, and the changes
+made meanwhile are applied when it is done.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from usearch.index import Index
+
+#: Fewer in-scope vectors than this: exact (measured: bench/README.md, "wide scopes").
+MIN_ROWS = 20_000
+#: A scope holding less than this share of the index: exact (the graph would have to
+#: be asked for many times ``limit`` neighbours to find ``limit`` in the scope).
+MIN_SHARE = 0.25
+CONNECTIVITY = 16
+EXPANSION_ADD = 40
+EXPANSION_SEARCH = 128
+_BUILD_CHUNK = 65536
+_DEEPER = 4  # each retry asks for this many times more neighbours
+_RETRIES = 3
+
+
+def _new_index(dimensions: int) -> Index:
+    from usearch.index import Index  # imported on first use: a CLI call never loads it
+
+    return Index(
+        ndim=dimensions, metric="ip", dtype="f32", connectivity=CONNECTIVITY,
+        expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH,
+    )  # fmt: skip
+
+
+def open_index(path: str, dimensions: int) -> Index:
+    """A saved graph, read into memory (it is changed in place as vectors change)."""
+    index = _new_index(dimensions)
+    index.load(path)
+    if index.ndim != dimensions:
+        raise ValueError(f"{path} holds a graph of {index.ndim} dimensions")
+    return index
+
+
+class GraphIndex:
+    """The HNSW copy of one matrix, keyed by record rowid. Every method but ``build``
+    is called with the vector cache's lock held."""
+
+    def __init__(self, dimensions: int) -> None:
+        self.dimensions = dimensions
+        self.index: Index | None = None
+        self._pending: set[int] | None = None  # rowids changed while a build runs
+
+    @property
+    def ready(self) -> bool:
+        return self.index is not None
+
+    @property
+    def building(self) -> bool:
+        return self._pending is not None
+
+    def changed(self, rowids: np.ndarray, vectors: np.ndarray | None) -> None:
+        """The matrix took ``vectors`` for ``rowids`` (None: withdrew them)."""
+        if self._pending is not None:
+            self._pending.update(rowids.tolist())
+        if self.index is None:
+            return
+        keys = np.unique(rowids).astype(np.uint64)
+        present = np.asarray(self.index.contains(keys), dtype=bool).reshape(-1)
+        if present.any():
+            self.index.remove(keys[present])
+        if vectors is not None:
+            # the last vector of a rowid wins, as in the matrix
+            _, last = np.unique(rowids[::-1], return_index=True)
+            chosen = rowids.shape[0] - 1 - last
+            self.index.add(rowids[chosen].astype(np.uint64), vectors[chosen], threads=1)
+
+    def start(self) -> bool:
+        """Marks a build as begun; False when one is running or done already."""
+        if self.index is not None or self._pending is not None:
+            return False
+        self._pending = set()
+        return True
+
+    def build(self, rowids: np.ndarray, positions: np.ndarray, rows: np.ndarray,
+              lock: threading.Lock, current: _Lookup) -> None:  # fmt: skip
+        """Builds the graph from a snapshot (``rows[positions[i]]`` is ``rowids[i]``'s
+        vector) without the lock, then under it applies what changed meanwhile (a
+        rewritten row may have been read either way: it is among the changes)."""
+        try:
+            index = _new_index(self.dimensions)
+            for start in range(0, rowids.shape[0], _BUILD_CHUNK):
+                stop = start + _BUILD_CHUNK
+                index.add(rowids[start:stop].astype(np.uint64), rows[positions[start:stop]],
+                          threads=0)  # fmt: skip
+        except BaseException:
+            with lock:  # searches stay exact; the next wide one starts a build again
+                self._pending = None
+            raise
+        with lock:
+            pending, self._pending = self._pending or set(), None
+            self.index = index
+            if pending:
+                changed = np.fromiter(pending, np.int64, len(pending))
+                alive, vectors = current(changed)
+                self.changed(changed[~alive], None)
+                if alive.any():
+                    self.changed(changed[alive], vectors)
+
+    def search(
+        self, member: np.ndarray | None, in_scope: int, query: np.ndarray, limit: int
+    ) -> np.ndarray | None:
+        """Rowids of candidates in the scope (``member[rowid]``; None: every vector),
+        at least the scope's ``limit`` best by the graph, or None when the graph cannot
+        find enough of them (the caller then scores exactly)."""
+        assert self.index is not None
+        size = len(self.index)
+        if size == 0:
+            return None
+        share = min(1.0, in_scope / size)
+        count = min(size, max(2 * limit, math.ceil(2 * limit / share)))
+        for _ in range(_RETRIES):
+            found = self.index.search(query, count, threads=1)
+            keys = np.asarray(found.keys, dtype=np.int64)
+            if member is not None:
+                keys = keys[keys < member.shape[0]]
+                keys = keys[member[keys]]
+            if keys.shape[0] >= min(limit, in_scope) or count >= size:
+                return keys if keys.shape[0] >= min(limit, in_scope) else None
+            count = min(size, count * _DEEPER)
+        return None
+
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    #: rowids -> (which still have a vector, their vectors)
+    _Lookup = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]

@@ -1,0 +1,119 @@
+"""A saved copy of the vector matrix (and its graph index) beside the SQLite file, so a
+fresh process starts from it instead of reading every vector row.
+
+Reading a million vectors from the ``vectors`` table costs seconds; mapping a file of
+them costs nothing until a row is read. The copy is a cache of the file and never a
+second truth (SPEC §12): it records the ``vectors.seq`` it holds every vector up to,
+a process that adopts it reads every vector written since from the table, and it is
+adopted only when the table still holds, at that ``seq``, the very vector the copy
+holds for that record (a restored or replaced database file fails that test and its
+matrix is read from the table again). A copy that is missing, unreadable or of other
+dimensions is ignored; deleting the directory loses nothing.
+
+Files, in ``<database>.vectors/`` (``NAME`` = a digest of the embedder id):
+``NAME.json`` (what the copy holds, written last: the commit point), ``NAME.rows.npy``
+(the vectors, in matrix order), ``NAME.rowids.npy`` (each row's record rowid, -1 for
+a withdrawn one) and ``NAME.graph`` (the graph index, when one was built).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from memstrata.store.sqlite.ann import open_index
+
+if TYPE_CHECKING:
+    from memstrata.store.sqlite.vectors import _Matrix
+
+#: A matrix of fewer vectors is read from the table every time (cheap), never saved.
+SAVE_MIN = 10_000
+FORMAT = 1
+
+
+def folder(database: str) -> Path | None:
+    """Where a database's copies live; None for an in-memory database."""
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database + ".vectors")
+
+
+def _name(embedder_id: str) -> str:
+    return hashlib.sha256(embedder_id.encode()).hexdigest()[:24]
+
+
+def save(where: Path, embedder_id: str, matrix: _Matrix) -> None:
+    """Writes the matrix (and its graph, when built) as of ``matrix.seq``. Never raises
+    for a folder that cannot be written: the copy is only a speed-up."""
+    base = where / _name(embedder_id)
+    try:
+        where.mkdir(exist_ok=True)
+        rowids = np.full(matrix.count, -1, dtype=np.int64)
+        present = np.flatnonzero(matrix.position >= 0)
+        rowids[matrix.position[present]] = present
+        meta: dict[str, Any] = {
+            "format": FORMAT, "embedder_id": embedder_id, "dimensions": matrix.dimensions,
+            "seq": matrix.seq, "count": matrix.count, "graph": matrix.graph.index is not None,
+        }  # fmt: skip
+        parts: dict[str, Callable[[Any], object]] = {
+            ".rows.npy": lambda p: np.save(p, matrix.rows[: matrix.count]),
+            ".rowids.npy": lambda p: np.save(p, rowids),
+        }
+        if matrix.graph.index is not None:
+            graph = matrix.graph.index
+            parts[".graph"] = lambda p: graph.save(str(p))
+        Path(str(base) + ".json").unlink(missing_ok=True)  # the old copy is void from here
+        for suffix, write in parts.items():
+            temporary = Path(f"{base}{suffix}.{os.getpid()}.tmp")
+            with open(temporary, "wb") as out:
+                write(out if suffix.endswith(".npy") else temporary)
+            os.replace(temporary, str(base) + suffix)
+        temporary = Path(f"{base}.json.{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(meta))
+        os.replace(temporary, str(base) + ".json")
+    except OSError:
+        return
+
+
+def load(
+    where: Path, conn: sqlite3.Connection, embedder_id: str, dimensions: int
+) -> tuple[dict[str, Any], np.ndarray, np.ndarray, Any] | None:
+    """The saved copy (its meta, rows mapped copy-on-write, rowids, graph or None), if
+    it is this embedder's, of these dimensions, and the table agrees with it: its seq
+    counter has reached the copy's, and the newest vector row at or below the copy's seq
+    is what the copy holds for that record."""
+    base = where / _name(embedder_id)
+    try:
+        meta = json.loads(Path(str(base) + ".json").read_text())
+        if (meta.get("format"), meta.get("embedder_id"), meta.get("dimensions")) != (
+            FORMAT, embedder_id, dimensions,
+        ):  # fmt: skip
+            return None
+        seq = int(meta["seq"])
+        (counter,) = conn.execute("SELECT value FROM vector_seq").fetchone()
+        newest = conn.execute(
+            "SELECT record, dimensions, vector FROM vectors WHERE embedder_id = ?"
+            " AND seq <= ? ORDER BY seq DESC LIMIT 1", (embedder_id, seq),
+        ).fetchone()  # fmt: skip
+        if counter < seq or newest is None:
+            return None
+        rows = np.load(str(base) + ".rows.npy", mmap_mode="c")
+        rowids = np.load(str(base) + ".rowids.npy")
+        if rows.shape != (meta["count"], dimensions) or rowids.shape != (meta["count"],):
+            return None
+        held = np.flatnonzero(rowids == newest[0])
+        if bool(newest[1]) != bool(held.shape[0]):
+            return None
+        if held.shape[0] and rows[held[0]].astype("<f4").tobytes() != bytes(newest[2]):
+            return None
+        graph = open_index(str(base) + ".graph", dimensions) if meta["graph"] else None
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError):
+        return None
+    return meta, rows, rowids, graph

@@ -1,0 +1,171 @@
+"""SQLite's graph index for wide scopes (memstrata.store.sqlite.ann): a search it
+answers returns only the scope's records, with their exact cosine, at the recall of
+an exact search against a brute-force oracle; the copy follows writes through another
+handle; a fresh process starts from the saved copy and still sees every later write,
+and a saved copy the file disagrees with is not used."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import memstrata
+from memstrata.embedding import HashEmbedder
+from memstrata.store.sqlite import vector_file
+
+DIMENSIONS = 16
+ROOMS = ("r0", "r1", "r2")
+
+
+def open_indexed(path: str) -> memstrata.Memory:
+    """A handle whose every scope of 20+ vectors and a fifth of the store goes through
+    the graph index, built inside the search."""
+    memory = memstrata.open(path, embedder=HashEmbedder(DIMENSIONS), background_jobs=False)
+    vectors = memory.service.store.dialect._vectors  # type: ignore[attr-defined]
+    vectors.background, vectors.min_rows, vectors.min_share = False, 20, 0.2
+    return memory
+
+
+def unit(rows: np.ndarray) -> np.ndarray:
+    return rows / np.linalg.norm(rows, axis=-1, keepdims=True)
+
+
+def clustered(seed: int, count: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = unit(rng.normal(size=(8, DIMENSIONS)))
+    return unit(centres[rng.integers(0, 8, count)] + 0.3 * rng.normal(size=(count, DIMENSIONS)))
+
+
+def write(memory: memstrata.Memory, vectors: np.ndarray, rooms: list[str], start: int = 0) -> None:
+    memory.upsert("ns", [
+        {"id": f"m{start + i}", "content": f"memory {start + i}", "vector": v.tolist(),
+         "metadata": {"room": rooms[i]}}
+        for i, v in enumerate(vectors)
+    ])  # fmt: skip
+
+
+def search(memory: memstrata.Memory, query: np.ndarray, k: int, **options: Any) -> Any:
+    return memory.search("ns", query_vector=query.tolist(), top_k=k, include_historical=True,
+                         **options)  # fmt: skip
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+          HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(
+    seed=st.integers(0, 10_000),
+    count=st.integers(30, 300),
+    room=st.one_of(st.none(), st.sampled_from(ROOMS)),
+    k=st.sampled_from([1, 5, 10]),
+    deleted=st.integers(0, 10),
+)
+def test_the_index_returns_only_the_scope_at_the_recall_of_exact(
+    tmp_path_factory: Any, seed: int, count: int, room: str | None, k: int, deleted: int
+) -> None:
+    path = str(tmp_path_factory.mktemp("index") / "store.db")
+    memory = open_indexed(path)
+    try:
+        vectors = clustered(seed, count)
+        rng = np.random.default_rng(seed + 1)
+        rooms = [ROOMS[i] for i in rng.integers(0, len(ROOMS), count)]
+        write(memory, vectors, rooms)
+        memory.upsert("other", [{"id": "m0", "content": "x", "vector": vectors[0].tolist()}])
+        gone = {f"m{i}" for i in rng.choice(count, deleted, replace=False)}
+        for record_id in gone:
+            memory.delete("ns", record_id, hard=True)
+        in_scope = [i for i in range(count) if f"m{i}" not in gone
+                    and (room is None or rooms[i] == room)]  # fmt: skip
+        used = 0
+        recalls = []
+        for query in clustered(seed + 2, 5):
+            result = search(memory, query, k, **({"filter": {"room": room}} if room else {}))
+            exact = np.array([vectors[i] @ query for i in in_scope])
+            kth = np.sort(exact)[::-1][min(k, len(in_scope)) - 1] if in_scope else 0.0
+            best = {f"m{i}" for i, s in zip(in_scope, exact, strict=True) if s >= kth - 1e-6}
+            for hit in result.hits:
+                index = int(hit.record.id[1:])
+                assert index in in_scope, hit.record.id  # never outside the scope
+                assert abs(hit.score - float(vectors[index] @ query)) < 1e-5  # exact cosine
+                used += hit.signals["semantic"].get("index") == "hnsw"
+            assert len(result.hits) == min(k, len(in_scope))
+            recalls.append(len(best & set(result.ids())) / len(result.hits) if in_scope else 1)
+        assert np.mean(recalls) >= 0.95
+        wide = len(in_scope) >= max(20, 0.2 * (count - deleted + 1))
+        assert (used > 0) == wide  # the switch: the index exactly where the scope is wide
+    finally:
+        memory.close()
+
+
+def test_the_index_follows_another_handle(tmp_path: Path) -> None:
+    path = str(tmp_path / "store.db")
+    reader, writer = open_indexed(path), memstrata.open(path, embedder=HashEmbedder(DIMENSIONS),
+                                                        background_jobs=False)  # fmt: skip
+    try:
+        vectors = clustered(1, 200)
+        write(writer, vectors, ["r0"] * 200)
+        query = vectors[7]
+        assert search(reader, query, 1).hits[0].record.id == "m7"
+        writer.upsert("ns", [{"id": "m7", "content": "moved", "vector": (-query).tolist()}])
+        writer.upsert("ns", [{"id": "new", "content": "new", "vector": query.tolist()}])
+        hits = search(reader, query, 3).hits
+        assert hits[0].record.id == "new" and hits[0].signals["semantic"]["index"] == "hnsw"
+        assert "m7" not in [h.record.id for h in hits]
+        writer.delete("ns", "new", hard=True)
+        assert "new" not in search(reader, query, 3).ids()
+    finally:
+        reader.close()
+        writer.close()
+
+
+def test_a_fresh_process_starts_from_the_saved_copy(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setattr(vector_file, "SAVE_MIN", 50)
+    path = str(tmp_path / "store.db")
+    first = open_indexed(path)
+    vectors = clustered(2, 300)
+    write(first, vectors, ["r0"] * 300)
+    first.service.store.build_vector_index(DIMENSIONS)  # type: ignore[attr-defined]
+    first.close()
+    saved = list(Path(path + ".vectors").glob("*.json"))
+    assert len(saved) == 1 and json.loads(saved[0].read_text())["graph"]
+    # written after the save: the fresh process must read it from the table
+    writer = memstrata.open(path, embedder=HashEmbedder(DIMENSIONS), background_jobs=False)
+    writer.upsert("ns", [{"id": "late", "content": "late", "vector": vectors[5].tolist()}])
+    writer.close()
+    fresh = open_indexed(path)
+    cache = fresh.service.store.dialect._vectors  # type: ignore[attr-defined]
+    cache.background = True  # a build would not be ready within the search
+    try:
+        hits = search(fresh, vectors[5], 2).hits
+        assert {h.record.id for h in hits} == {"m5", "late"}
+        assert hits[0].signals["semantic"]["index"] == "hnsw"  # the saved graph answered
+    finally:
+        fresh.close()
+
+
+def test_a_copy_the_file_disagrees_with_is_not_used(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setattr(vector_file, "SAVE_MIN", 50)
+    path = str(tmp_path / "store.db")
+    first = open_indexed(path)
+    vectors = clustered(3, 100)
+    write(first, vectors, ["r0"] * 100)
+    search(first, vectors[0], 1)  # the first load saves the copy
+    first.close()
+    # another database in this file's place: same shape, other vectors
+    for suffix in ("", "-wal", "-shm"):
+        Path(path + suffix).unlink(missing_ok=True)
+    other = open_indexed(path)
+    write(other, clustered(4, 100), ["r0"] * 100)
+    other.close()
+    fresh = open_indexed(path)
+    try:
+        matrix_cache = fresh.service.store.dialect._vectors  # type: ignore[attr-defined]
+        hit = search(fresh, vectors[0], 1).hits[0]
+        matrix = next(iter(matrix_cache._matrices.values()))
+        assert not isinstance(matrix.rows, np.memmap)  # read from the table instead
+        assert abs(hit.score - float(clustered(4, 100)[int(hit.record.id[1:])] @ vectors[0])) < 1e-5
+    finally:
+        fresh.close()
