@@ -34,9 +34,10 @@ MIN_ROWS = 20_000
 #: be asked for many times ``limit`` neighbours to find ``limit`` in the scope).
 MIN_SHARE = 0.25
 # Measured on the bench's 100k clustered vectors (recall@10 of the graph alone, p50 of
-# one search): ef 32 1.00 / 1.07 ms, ef 64 1.00 / 1.6 ms; a build with expansion 128
-# took 2.4x the time of 40 (both on 2 loaded cores, so ratios only); i8 vectors lost
-# recall (0.90), f16 saved memory at the same recall.
+# one search, built with expansion_add 128): ef 32 1.00 / 1.07 ms, ef 64 1.00 / 1.6 ms;
+# i8 vectors lost recall (0.90), f16 halved memory at the same recall. That build took
+# 25 min of wall time on 2 loaded cores, so expansion_add is 40 here (on 20k noisier
+# vectors: 5.8 CPU s per 10k inserted, graph recall@10 0.90 before exact rescoring).
 CONNECTIVITY = 16
 EXPANSION_ADD = 40
 EXPANSION_SEARCH = 64
