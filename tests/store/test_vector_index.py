@@ -121,12 +121,18 @@ def test_the_index_follows_another_handle(tmp_path: Path) -> None:
         writer.close()
 
 
+def written(path: str, seed: int, count: int) -> tuple[memstrata.Memory, np.ndarray]:
+    """An indexed handle on a new store of ``count`` records in one room."""
+    memory = open_indexed(path)
+    vectors = clustered(seed, count)
+    write(memory, vectors, ["r0"] * count)
+    return memory, vectors
+
+
 def test_a_fresh_process_starts_from_the_saved_copy(tmp_path: Path, monkeypatch: Any) -> None:
     monkeypatch.setattr(vector_file, "SAVE_MIN", 50)
     path = str(tmp_path / "store.db")
-    first = open_indexed(path)
-    vectors = clustered(2, 300)
-    write(first, vectors, ["r0"] * 300)
+    first, vectors = written(path, 2, 300)
     first.service.store.build_vector_index(DIMENSIONS)  # type: ignore[attr-defined]
     first.close()
     saved = list(Path(path + ".vectors").glob("*.json"))
@@ -149,17 +155,13 @@ def test_a_fresh_process_starts_from_the_saved_copy(tmp_path: Path, monkeypatch:
 def test_a_copy_the_file_disagrees_with_is_not_used(tmp_path: Path, monkeypatch: Any) -> None:
     monkeypatch.setattr(vector_file, "SAVE_MIN", 50)
     path = str(tmp_path / "store.db")
-    first = open_indexed(path)
-    vectors = clustered(3, 100)
-    write(first, vectors, ["r0"] * 100)
+    first, vectors = written(path, 3, 100)
     search(first, vectors[0], 1)  # the first load saves the copy
     first.close()
     # another database in this file's place: same shape, other vectors
     for suffix in ("", "-wal", "-shm"):
         Path(path + suffix).unlink(missing_ok=True)
-    other = open_indexed(path)
-    write(other, clustered(4, 100), ["r0"] * 100)
-    other.close()
+    written(path, 4, 100)[0].close()
     fresh = open_indexed(path)
     try:
         matrix_cache = fresh.service.store.dialect._vectors  # type: ignore[attr-defined]
