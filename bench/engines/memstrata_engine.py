@@ -134,7 +134,12 @@ class MemstrataEngine(Engine):
             info["store_reused"] = True  # write_s is the saved figure of the build
         if "://" not in self.target:  # a SQLite file: its size, and a cold process on it
             files = Path(self.target).parent.glob(Path(self.target).name + "*")
-            info["disk_bytes_per_record"] = sum(f.stat().st_size for f in files) / data.size
+            info["disk_bytes_per_record"] = sum(
+                f.stat().st_size for f in files if f.is_file()) / data.size  # fmt: skip
+            # the saved matrix and graph copies (store/sqlite/vector_file.py), apart
+            copies = Path(self.target + ".vectors")
+            info["vector_copy_bytes_per_record"] = sum(
+                f.stat().st_size for f in copies.glob("*") if f.is_file()) / data.size  # fmt: skip
             info["cold_process"] = self.cold_process(data)
         return info
 
