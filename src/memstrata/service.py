@@ -749,7 +749,7 @@ def fuse(
     for rank, (record, score) in enumerate(lexical, start=1):
         records[record.id] = record
         signals.setdefault(record.id, {})["lexical"] = {"rank": rank, "score": score}
-    index = semantic.index if isinstance(semantic, SemanticHits) else None
+    index = semantic.found_by if isinstance(semantic, SemanticHits) else None
     for rank, (record, similarity) in enumerate(semantic, start=1):
         records[record.id] = record
         lane: dict[str, float | int | str] = {"rank": rank, "similarity": similarity}

@@ -31,7 +31,7 @@ class SemanticHits(list[tuple[Record, float]]):
     the scope was scored exactly, else its name (e.g. ``"hnsw"``), which each hit
     carries in its ``semantic`` signal."""
 
-    index: str | None = None
+    found_by: str | None = None
 
 
 class Store(Protocol):

@@ -250,7 +250,7 @@ class SqliteDialect(Dialect):
             # a wide scope: the graph index's candidates, each then scored exactly
             candidates = self._vectors.candidates(matrix, rowids, query, limit)
             if candidates is not None:
-                rowids, found.index = candidates, "hnsw"
+                rowids, found.found_by = candidates, "hnsw"
             similarities = matrix.scores(rowids, query)
             chosen = top_k(similarities, limit)
             by_rowid = {int(rowids[i]): float(similarities[i]) for i in chosen}
