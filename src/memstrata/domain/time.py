@@ -22,6 +22,7 @@ from memstrata.domain.errors import InvalidInput
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 # RFC 3339 needs a date, a time and an offset; fromisoformat alone is more lenient.
+_FINER = re.compile(r"(\.\d{6})\d+")
 _RFC3339 = re.compile(
     r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$"
 )
@@ -60,7 +61,9 @@ def parse_instant(value: object, field: str) -> int:
                 return to_us(datetime(parsed.year, parsed.month, parsed.day, tzinfo=UTC))
             if _RFC3339.match(text):
                 # Python keeps microseconds; trim finer digits instead of refusing them.
-                trimmed = re.sub(r"(\.\d{6})\d+", r"\1", text.replace("z", "Z"))
+                trimmed = text.replace("z", "Z")
+                if len(trimmed) > 27:  # more digits than microseconds can hold
+                    trimmed = _FINER.sub(r"\1", trimmed)
                 return to_us(datetime.fromisoformat(trimmed.replace("Z", "+00:00")))
         except ValueError:
             pass

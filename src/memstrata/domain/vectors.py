@@ -21,31 +21,37 @@ MAX_INT64 = 2**63 - 1
 MAX_COUNT = 2**31 - 1
 
 
-def vector_problem(values: Sequence[float], dimensions: int | None = None) -> str | None:
-    """What is wrong with ``values`` as a stored vector, or ``None`` when nothing is."""
+def _problem(values: Sequence[float], dimensions: int | None) -> tuple[str | None, np.ndarray]:
+    """What is wrong with ``values`` (or None), and ``values`` as float64."""
     if len(values) == 0:
-        return "must hold at least one number"
+        return "must hold at least one number", np.zeros(0)
     if dimensions is not None and len(values) != dimensions:
         return (
             f"has {len(values)} dimensions but the namespace embedder makes {dimensions}; "
             "send a vector of that size"
-        )
+        ), np.zeros(0)
+    data = np.asarray(values, dtype=np.float64)  # one conversion of the list, for every check
     with np.errstate(over="ignore", invalid="ignore"):
-        data = np.asarray(values, dtype=np.float32)
-    if not np.isfinite(data).all():
-        return "must hold only numbers that are finite as float32 (|x| < 3.4e38, no NaN)"
-    # the norm in float64: squares of large or tiny float32 values leave float32's range
-    if float(np.linalg.norm(data.astype(np.float64))) == 0.0:
-        return "must not be all zeros (it has no direction)"
-    return None
+        stored = data.astype(np.float32)
+    if not np.isfinite(stored).all():
+        return "must hold only numbers that are finite as float32 (|x| < 3.4e38, no NaN)", data
+    # as float32 holds it: a float64 too small for float32 is a zero there
+    if not stored.any():
+        return "must not be all zeros (it has no direction)", data
+    return None, data
+
+
+def vector_problem(values: Sequence[float], dimensions: int | None = None) -> str | None:
+    """What is wrong with ``values`` as a stored vector, or ``None`` when nothing is."""
+    return _problem(values, dimensions)[0]
 
 
 def checked_vector(
     values: Sequence[float], field: str, dimensions: int | None = None
 ) -> np.ndarray:
     """``values`` as a unit-length float32 vector, or :class:`InvalidInput` naming ``field``."""
-    problem = vector_problem(values, dimensions)
+    problem, data = _problem(values, dimensions)
     if problem is not None:
         raise InvalidInput(f"{field} {problem}")
-    data = np.asarray(values, dtype=np.float64)
-    return (data / np.linalg.norm(data)).astype(np.float32)
+    # the norm in float64: squares of large or tiny float32 values leave float32's range
+    return (data / np.sqrt(np.dot(data, data))).astype(np.float32)

@@ -10,10 +10,10 @@ import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from memstrata.domain.errors import StorageUnavailable
 
@@ -112,6 +112,77 @@ class _Reading(translated):
             raise
 
 
+_RECORDS = "INSERT INTO records "
+
+
+class Deferred:
+    """Rows held back for one statement (an ``INSERT`` of the store's own), sent with
+    one ``executemany`` when the transaction next does anything else or ends;
+    ``after`` (a statement taking the number of rows) runs right after them."""
+
+    __slots__ = ("after", "rows", "sql")
+
+    def __init__(self, sql: str, after: str | None) -> None:
+        self.sql, self.after = sql, after
+        self.rows: list[Sequence[Any]] = []
+
+
+class Transaction:
+    """A write transaction's connection that holds back inserted rows (:meth:`defer`)
+    until its next other statement, so a batch's rows of one table go to SQLite in
+    one ``executemany`` instead of one statement per record. Order is kept: every
+    other statement, a savepoint and the commit send what waits first: ``records``
+    rows (which the others point at) first, then each statement's in the order first
+    deferred.
+    Everything else is the sqlite3 connection's (``raw``)."""
+
+    __slots__ = ("pending", "raw")
+
+    def __init__(self, raw: sqlite3.Connection) -> None:
+        self.raw = raw
+        self.pending: dict[str, Deferred] = {}
+
+    def defer(self, sql: str, rows: Sequence[Sequence[Any]], *, after: str | None = None) -> int:
+        """Runs ``sql`` for each of ``rows`` later, in order. Returns how many rows of
+        ``sql`` now wait (so a row can carry its place among them)."""
+        deferred = self.pending.get(sql)
+        if deferred is None:
+            deferred = self.pending[sql] = Deferred(sql, after)
+        deferred.rows.extend(rows)
+        return len(deferred.rows)
+
+    def waiting(self, sql: str) -> int:
+        """How many rows of ``sql`` wait."""
+        deferred = self.pending.get(sql)
+        return len(deferred.rows) if deferred else 0
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        pending, self.pending = self.pending, {}
+        # records first (the other tables point at it), then in the order first deferred
+        for deferred in sorted(pending.values(), key=lambda d: not d.sql.startswith(_RECORDS)):
+            self.raw.executemany(deferred.sql, deferred.rows)
+            if deferred.after is not None:
+                self.raw.execute(deferred.after, (len(deferred.rows),))
+
+    def discard(self) -> None:
+        self.pending = {}
+
+    def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
+        if self.pending:
+            self.flush()
+        return self.raw.execute(sql, params)
+
+    def executemany(self, sql: str, rows: Any) -> sqlite3.Cursor:
+        if self.pending:
+            self.flush()
+        return self.raw.executemany(sql, rows)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
+
+
 class Database:
     """One connection per thread on one file; writes serialised within the process."""
 
@@ -123,53 +194,66 @@ class Database:
         self._all_lock = threading.Lock()
 
     def conn(self) -> sqlite3.Connection:
+        """The calling thread's connection (inside a write, with the write's held-back
+        rows sent first, so whatever reads through it sees them)."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = connect(self.path)
             self._local.conn = conn
             self._local.depth = 0
+            self._local.tx = None
             with self._all_lock:
                 self._all.append(conn)
+        elif self._local.tx is not None:
+            self._local.tx.flush()
         return conn
 
     @contextmanager
-    def atomic(self) -> Iterator[sqlite3.Connection]:
+    def atomic(self) -> Iterator[Transaction]:
         """A write transaction at the outermost level, a savepoint when nested."""
         conn = self.conn()
         depth: int = self._local.depth
         if depth:
+            outer: Transaction | None = self._local.tx  # None inside a read snapshot
+            tx = self._local.tx = outer or Transaction(conn)
             name = f"sp{depth}"
-            conn.execute(f"SAVEPOINT {name}")
+            tx.execute(f"SAVEPOINT {name}")
             self._local.depth = depth + 1
             try:
-                yield conn
+                yield tx
             except BaseException:
+                tx.discard()  # rows held back since the savepoint
                 conn.execute(f"ROLLBACK TO {name}")
                 conn.execute(f"RELEASE {name}")
                 raise
             else:
-                conn.execute(f"RELEASE {name}")
+                tx.execute(f"RELEASE {name}")
             finally:
                 self._local.depth = depth
+                self._local.tx = outer
             return
         with self._write_lock:
             _with_lock_retry(lambda: conn.execute("BEGIN IMMEDIATE"))
+            tx = self._local.tx = Transaction(conn)
             self._local.depth = 1
             try:
-                yield conn
+                yield tx
+                tx.flush()
             except BaseException:
+                tx.discard()
                 conn.execute("ROLLBACK")
                 raise
             else:
                 _with_lock_retry(lambda: conn.execute("COMMIT"))
             finally:
                 self._local.depth = 0
+                self._local.tx = None
 
     def read(self) -> _Reading:
         """The calling thread's connection (autocommit: each statement on its own)."""
         return _Reading(self)
 
-    def write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+    def write(self, work: Callable[[Transaction], T]) -> T:
         """Runs ``work`` in one write transaction (``atomic``)."""
         with translated(self.path), self.atomic() as conn:
             return work(conn)

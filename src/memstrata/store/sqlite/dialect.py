@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from memstrata.store.sql.maintenance import Finding
 from memstrata.store.sql.past import known_rows
 from memstrata.store.sql.rows import COLUMNS, ROW_FIELDS, best, hits
 from memstrata.store.sql.scope import known_scope, scope_rowids
-from memstrata.store.sqlite.connection import Database, translated
+from memstrata.store.sqlite.connection import Database, Transaction, translated
 from memstrata.store.sqlite.migrations import apply_migrations
 from memstrata.store.sqlite.scope_cache import ScopeCache
 from memstrata.store.sqlite.vectors import VectorCache, top_k
@@ -34,6 +35,11 @@ _INSERT = (
     f"INSERT INTO records ({', '.join(ROW_FIELDS)}) "
     f"VALUES ({', '.join(':' + name for name in ROW_FIELDS)})"
 )
+# with a rowid drawn ahead (reserve_rowids): held back, a batch's rows in one executemany
+_INSERT_AT = (
+    f"INSERT INTO records (rowid, {', '.join(ROW_FIELDS)}) "
+    f"VALUES (?, {', '.join('?' for _ in ROW_FIELDS)})"
+)
 _UPDATE = (
     f"UPDATE records SET {', '.join(f'{name} = :{name}' for name in ROW_FIELDS)} "
     "WHERE rowid = :rowid"
@@ -41,6 +47,22 @@ _UPDATE = (
 # Vector seqs come from a counter, not max(seq) + 1: a hard delete removes vector rows,
 # and a reused seq would hide the next vector from every cache that saw the removed one.
 _NEXT_VECTOR_SEQ = "UPDATE vector_seq SET value = value + 1"
+# A held-back vector row carries its place n among the rows sent together: its seq is
+# the counter + n, and the counter moves on by their number right after them.
+_STORE_VECTOR = (
+    "INSERT INTO vectors (record, embedder_id, dimensions, vector, seq)"
+    " VALUES (?, ?, ?, ?, (SELECT value FROM vector_seq) + ?)"
+    " ON CONFLICT (record, embedder_id) DO UPDATE SET"
+    " dimensions = excluded.dimensions, vector = excluded.vector, seq = excluded.seq"
+)
+_VECTOR_SEQ_AFTER = "UPDATE vector_seq SET value = value + ?"
+
+
+@cache
+def _insert(table: str, columns: tuple[str, ...]) -> str:
+    return (
+        f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
+    )
 
 
 class SqliteDialect(Dialect):
@@ -86,10 +108,25 @@ class SqliteDialect(Dialect):
 
     # -- writes ---------------------------------------------------------------------
 
-    def insert_record(
-        self, tx: sqlite3.Connection, rowid: int | None, values: dict[str, Any]
-    ) -> int:
-        return int(tx.execute(_INSERT, values).lastrowid or 0)
+    def reserve_rowids(self, tx: Transaction, count: int) -> list[int]:
+        # Inside BEGIN IMMEDIATE no other writer can draw them; records is
+        # AUTOINCREMENT, so a rowid is past both the highest ever used and any left.
+        (last,) = tx.execute(
+            "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'records'), 0),"
+            " coalesce((SELECT max(rowid) FROM records), 0))"
+        ).fetchone()
+        return list(range(int(last) + 1, int(last) + 1 + count))
+
+    def insert_rows(
+        self, tx: Transaction, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None:
+        tx.defer(_insert(table, tuple(columns)), rows)
+
+    def insert_record(self, tx: Transaction, rowid: int | None, values: dict[str, Any]) -> int:
+        if rowid is None:
+            return int(tx.execute(_INSERT, values).lastrowid or 0)
+        tx.defer(_INSERT_AT, [(rowid, *(values[name] for name in ROW_FIELDS))])
+        return rowid
 
     def update_record(self, tx: sqlite3.Connection, rowid: int, values: dict[str, Any]) -> None:
         tx.execute(_UPDATE, {**values, "rowid": rowid})
@@ -107,17 +144,12 @@ class SqliteDialect(Dialect):
         )
 
     def store_vector(
-        self, tx: sqlite3.Connection, namespace: str, rowid: int, embedder_id: str,
+        self, tx: Transaction, namespace: str, rowid: int, embedder_id: str,
         unit: np.ndarray,
     ) -> None:  # fmt: skip
-        tx.execute(_NEXT_VECTOR_SEQ)
-        tx.execute(
-            "INSERT INTO vectors (record, embedder_id, dimensions, vector, seq)"
-            " VALUES (?, ?, ?, ?, (SELECT value FROM vector_seq))"
-            " ON CONFLICT (record, embedder_id) DO UPDATE SET"
-            " dimensions = excluded.dimensions, vector = excluded.vector, seq = excluded.seq",
-            (rowid, embedder_id, int(unit.shape[0]), unit.astype("<f4").tobytes()),
-        )
+        place = tx.waiting(_STORE_VECTOR) + 1
+        row = (rowid, embedder_id, int(unit.shape[0]), unit.astype("<f4").tobytes(), place)
+        tx.defer(_STORE_VECTOR, [row], after=_VECTOR_SEQ_AFTER)
 
     def withdraw_vectors(
         self, tx: sqlite3.Connection, namespace: str, *, rowid: int | None = None,
