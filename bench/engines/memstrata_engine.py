@@ -106,13 +106,10 @@ class MemstrataEngine(Engine):
                 self.memory = memstrata.open(self.target, embedder=self.embedder,
                                              background_jobs=False)  # fmt: skip
                 return self._after_ingest(data, saved["write_s"], reused=True)
-        self.memory = memstrata.open(self.target, embedder=self.embedder, background_jobs=False)
+        self.open()
         write = 0.0
         for start in range(0, data.size, batch):
-            chunk = records(data, start, min(start + batch, data.size))
-            t = time.perf_counter()
-            self.memory.upsert(self.namespace, chunk)
-            write += time.perf_counter() - t
+            write += self.ingest_batch(data, start, min(start + batch, data.size))
         if self.keep:
             built.write_text(json.dumps({"size": data.size, "write_s": write}))
         return self._after_ingest(data, write, reused=False)
@@ -142,6 +139,18 @@ class MemstrataEngine(Engine):
                 f.stat().st_size for f in copies.glob("*") if f.is_file()) / data.size  # fmt: skip
             info["cold_process"] = self.cold_process(data)
         return info
+
+    def open(self) -> None:
+        self.memory = memstrata.open(self.target, embedder=self.embedder, background_jobs=False)
+
+    def ingest_batch(self, data: SpeedData, start: int, stop: int) -> float:
+        """Upserts records ``start``..``stop`` as one batch; returns the call's seconds
+        (building the records' dictionaries is the caller's work, not timed)."""
+        assert self.memory is not None
+        chunk = records(data, start, stop)
+        t = time.perf_counter()
+        self.memory.upsert(self.namespace, chunk)
+        return time.perf_counter() - t
 
     def cold_process(self, data: SpeedData) -> dict[str, float]:
         """The first searches of a fresh process on this file, and its resident memory."""

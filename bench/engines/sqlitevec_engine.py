@@ -57,29 +57,32 @@ class SqliteVecEngine(Engine):
     def ingest(self, data: SpeedData, batch: int) -> dict[str, Any]:
         write = 0.0
         for start in range(0, data.size, batch):
-            stop = min(start + batch, data.size)
-            rows = [
-                (i, data.room_name(int(data.rooms[i])), int(data.valid_from[i]),
-                 int(data.valid_to[i]), data.vectors[i].tobytes(), data.texts[i])
-                for i in range(start, stop)
-            ]  # fmt: skip
-            t = time.perf_counter()
-            self.conn.execute("BEGIN")
-            self.conn.executemany(
-                "INSERT INTO vec_items (id, room, valid_from, valid_to, embedding, text)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                rows,
-            )
-            self.conn.executemany(
-                "INSERT INTO fts (rowid, text) VALUES (?, ?)", [(r[0], r[5]) for r in rows]
-            )
-            self.conn.executemany(
-                "INSERT INTO items (id, room, valid_from, valid_to) VALUES (?, ?, ?, ?)",
-                [r[:4] for r in rows],
-            )
-            self.conn.execute("COMMIT")
-            write += time.perf_counter() - t
+            write += self.ingest_batch(data, start, min(start + batch, data.size))
         return {"write_s": write, "index_s": 0.0}
+
+    def ingest_batch(self, data: SpeedData, start: int, stop: int) -> float:
+        """Writes records ``start``..``stop`` in one transaction; returns its seconds."""
+        rows = [
+            (i, data.room_name(int(data.rooms[i])), int(data.valid_from[i]),
+             int(data.valid_to[i]), data.vectors[i].tobytes(), data.texts[i])
+            for i in range(start, stop)
+        ]  # fmt: skip
+        t = time.perf_counter()
+        self.conn.execute("BEGIN")
+        self.conn.executemany(
+            "INSERT INTO vec_items (id, room, valid_from, valid_to, embedding, text)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+        self.conn.executemany(
+            "INSERT INTO fts (rowid, text) VALUES (?, ?)", [(r[0], r[5]) for r in rows]
+        )
+        self.conn.executemany(
+            "INSERT INTO items (id, room, valid_from, valid_to) VALUES (?, ?, ?, ?)",
+            [r[:4] for r in rows],
+        )
+        self.conn.execute("COMMIT")
+        return time.perf_counter() - t
 
     def _vector(self, query: Query, k: int) -> list[int]:
         sql = "SELECT id, distance, text FROM vec_items WHERE embedding MATCH ? AND k = ?"

@@ -19,6 +19,7 @@ MAX_INT64 = 2**63 - 1
 #: The largest count a request may ask for (top_k, candidate_k, max_rows, limits):
 #: far beyond any real store, and small enough that arithmetic on it stays in int64.
 MAX_COUNT = 2**31 - 1
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def _problem(values: Sequence[float], dimensions: int | None) -> tuple[str | None, np.ndarray]:
@@ -31,8 +32,11 @@ def _problem(values: Sequence[float], dimensions: int | None) -> tuple[str | Non
             "send a vector of that size"
         ), np.zeros(0)
     data = np.asarray(values, dtype=np.float64)  # one conversion of the list, for every check
-    with np.errstate(over="ignore", invalid="ignore"):
+    if np.isfinite(data).all() and float(np.abs(data).max()) <= _FLOAT32_MAX:
         stored = data.astype(np.float32)
+    else:  # NaN, infinite, or large enough to be infinite as float32 (the cast decides)
+        with np.errstate(over="ignore", invalid="ignore"):
+            stored = data.astype(np.float32)
     if not np.isfinite(stored).all():
         return "must hold only numbers that are finite as float32 (|x| < 3.4e38, no NaN)", data
     # as float32 holds it: a float64 too small for float32 is a zero there

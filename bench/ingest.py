@@ -1,0 +1,140 @@
+"""Ingest with precomputed vectors, as the speed bench times it, for several engines in
+one sitting: ``python -m bench.ingest --size 100000 [--before SRC]``.
+
+Each engine runs in a process of its own on the same generated data (bench.synth,
+batches of 1000, one transaction each): memstrata of this tree, memstrata of another
+tree (``--before``: its ``src`` directory, e.g. the main branch's, put first on the
+path), and raw sqlite-vec + FTS5. Batch j goes to every engine before batch j + 1, the
+order rotating, so a load swing on this shared machine hits them alike. The timed part
+is what the speed bench times (``write_s``): memstrata's ``upsert`` calls, sqlite-vec's
+transactions; building each batch's input is not timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import RESULTS, log, machine, write_json
+
+REPO = Path(__file__).resolve().parents[1]
+BATCH = 1000
+
+
+def worker(kind: str, size: int, seed: int, path: str) -> None:
+    """Holds one engine; ingests the batch each line of stdin names, answers its seconds."""
+    from bench.synth import generate
+
+    data = generate(size, 10, seed)
+    if kind == "sqlitevec":
+        from bench.engines.sqlitevec_engine import SqliteVecEngine
+
+        engine: Any = SqliteVecEngine(path)
+    else:
+        from bench.engines.memstrata_engine import MemstrataEngine
+
+        engine = MemstrataEngine(path, kind, {})
+        engine.open()
+    import memstrata
+
+    print(json.dumps({"ready": True, "memstrata": memstrata.__file__}), flush=True)
+    for line in sys.stdin:
+        start = int(line)
+        seconds = engine.ingest_batch(data, start, min(start + BATCH, size))
+        print(json.dumps({"seconds": seconds}), flush=True)
+    engine.close()
+
+
+def revision(src: Path) -> str:
+    found = subprocess.run(
+        ["git", "-C", str(src), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    return found.stdout.strip() or "unknown"
+
+
+def run(size: int, seed: int, before: Path | None) -> dict[str, Any]:
+    engines: dict[str, Path | None] = {f"memstrata {revision(REPO)} (this tree)": None}
+    if before is not None:
+        engines[f"memstrata {revision(before)} (before)"] = before
+    engines["sqlite-vec + FTS5"] = None
+    workdir = Path(tempfile.mkdtemp(prefix="msbench-ingest-"))
+    procs: dict[str, subprocess.Popen[str]] = {}
+    try:
+        for n, (name, src) in enumerate(engines.items()):
+            env = dict(os.environ)
+            path = [str(REPO)] if src is None else [str(src), str(REPO)]
+            env["PYTHONPATH"] = os.pathsep.join([*path, env.get("PYTHONPATH", "")])
+            kind = "sqlitevec" if name.startswith("sqlite-vec") else name
+            procs[name] = subprocess.Popen(
+                [sys.executable, "-m", "bench.ingest", "--worker", kind, "--size", str(size),
+                 "--seed", str(seed), "--path", str(workdir / f"e{n}.db")],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+            )  # fmt: skip
+        loaded = {}
+        for name, proc in procs.items():
+            assert proc.stdout is not None
+            loaded[name] = json.loads(proc.stdout.readline())["memstrata"]
+        seconds = dict.fromkeys(procs, 0.0)
+        names = list(procs)
+        started = time.perf_counter()
+        for j, start in enumerate(range(0, size, BATCH)):
+            for name in names[j % len(names) :] + names[: j % len(names)]:
+                proc = procs[name]
+                assert proc.stdin is not None and proc.stdout is not None
+                proc.stdin.write(f"{start}\n")
+                proc.stdin.flush()
+                seconds[name] += json.loads(proc.stdout.readline())["seconds"]
+            if (j + 1) % 10 == 0:
+                rates = {k: round((start + BATCH) / v) for k, v in seconds.items()}
+                log(f"  {start + BATCH:,} records: {rates}")
+        wall = time.perf_counter() - started
+    finally:
+        for proc in procs.values():
+            if proc.stdin is not None:
+                proc.stdin.close()
+            proc.wait()
+        for f in workdir.iterdir():
+            f.unlink()
+        workdir.rmdir()
+    ours = next(iter(seconds))
+    rates = {name: size / s for name, s in seconds.items()}
+    return {
+        "size": size,
+        "seed": seed,
+        "batch": BATCH,
+        "load_average": os.getloadavg(),
+        "machine": machine(),
+        "memstrata_from": loaded,
+        "write_s": {k: round(v, 2) for k, v in seconds.items()},
+        "records_per_s": {k: round(v, 1) for k, v in rates.items()},
+        "rate_vs_this_tree": {k: round(v / rates[ours], 3) for k, v in rates.items()},
+        "wall_s": round(wall, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--size", type=int, default=100_000)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--before", type=Path, help="another tree's src directory")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--path", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.worker, args.size, args.seed, args.path)
+        return
+    result = run(args.size, args.seed, args.before)
+    log(json.dumps(result, indent=2))
+    write_json(args.out or RESULTS / f"ingest_{args.size // 1000}k_sqlite.json", result)
+
+
+if __name__ == "__main__":
+    main()
