@@ -280,8 +280,8 @@ class Service(GraphMethods):
                         f"records[{index}].vector was given but namespace {namespace!r} has "
                         "no embedder to store it under; configure one"
                     )
-                unit = check_dimensions(embedder, record.vector, f"records[{index}].vector")
-                record = record.model_copy(update={"vector": unit.tolist()})
+                # checked here; the store keeps it at unit length (Writes.store_vector)
+                check_dimensions(embedder, record.vector, f"records[{index}].vector")
             prepared.append(record)
         warnings: list[str] = []
         if embedder is not None:

@@ -52,11 +52,12 @@ def missing(record_id: str, namespace: str) -> NotFound:
     return NotFound(f"record {record_id!r} does not exist in namespace {namespace!r}")
 
 
-def unit(vector: np.ndarray) -> np.ndarray:
-    """A unit-length float32 copy: cosine similarity is then a dot product."""
-    data = np.asarray(vector, dtype=np.float32)
-    norm = float(np.linalg.norm(data))
-    return data / norm if norm > 0 else data
+def unit(vector: np.ndarray | Sequence[float]) -> np.ndarray:
+    """A unit-length float32 copy (normalised in float64, as the service checks it):
+    cosine similarity is then a dot product."""
+    data = np.asarray(vector, dtype=np.float64)
+    norm = float(np.sqrt(np.dot(data, data)))
+    return (data / norm if norm > 0 else data).astype(np.float32)
 
 
 class Writes:
@@ -165,7 +166,9 @@ class Writes:
         self.known[record.id] = (rowid, record)
         return rowid
 
-    def store_vector(self, rowid: int, embedder_id: str, vector: np.ndarray) -> None:
+    def store_vector(
+        self, rowid: int, embedder_id: str, vector: np.ndarray | Sequence[float]
+    ) -> None:
         self.d.store_vector(self.tx, self.namespace, rowid, embedder_id, unit(vector))
 
     # -- upsert -------------------------------------------------------------------------
@@ -234,7 +237,7 @@ class Writes:
             self.d.keep_vectors(self.tx, self.namespace, rowid, existing.content_hash())
             self.d.withdraw_vectors(self.tx, self.namespace, rowid=rowid)
         if incoming.vector is not None and embedder_id is not None:
-            self.store_vector(rowid, embedder_id, np.asarray(incoming.vector, dtype=np.float32))
+            self.store_vector(rowid, embedder_id, incoming.vector)
         assert record.version is not None
         self.ledger(rules.write_op(existing, record), record.id, record.version)
         return record.id, record.version
