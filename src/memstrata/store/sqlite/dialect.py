@@ -60,9 +60,7 @@ _VECTOR_SEQ_AFTER = "UPDATE vector_seq SET value = value + ?"
 
 @cache
 def _insert(table: str, columns: tuple[str, ...]) -> str:
-    return (
-        f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
-    )
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
 
 
 class SqliteDialect(Dialect):

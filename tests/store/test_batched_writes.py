@@ -1,0 +1,149 @@
+"""A batch's rows are held back and sent per table (SQLite: ``Transaction.defer``;
+PostgreSQL: ``Connection.defer``): what that must never change, on every backend
+(a real SQLite file, a real PostgreSQL database)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tests.support.raw import backend_of, dump_tables, execute, scalar
+
+from memstrata import Memory
+from memstrata.domain.records import Origin, Record
+from memstrata.store.sql.rows import snapshot_body
+
+START = datetime(2024, 1, 1, tzinfo=UTC)
+_REFUSE = {
+    "sqlite": [
+        "CREATE TRIGGER refuse AFTER INSERT ON ledger WHEN NEW.record_id = 'poison'"
+        " BEGIN SELECT RAISE(ABORT, 'refused by the test'); END",
+    ],
+    "postgres": [
+        "CREATE FUNCTION refuse() RETURNS trigger AS $$ BEGIN"
+        " IF NEW.record_id = 'poison' THEN RAISE EXCEPTION 'refused by the test'; END IF;"
+        " RETURN NEW; END $$ LANGUAGE plpgsql",
+        "CREATE TRIGGER refuse AFTER INSERT ON ledger FOR EACH ROW EXECUTE FUNCTION refuse()",
+    ],
+}
+
+
+def _batch(start: int, count: int) -> list[dict[str, object]]:
+    rng = np.random.default_rng(start)
+    return [
+        {"id": f"r{i}", "content": f"note {i} about topic {i % 7}", "tags": [f"t{i % 3}"],
+         "metadata": {"room": f"room-{i % 4}"},
+         "valid_from": (START + timedelta(minutes=i)).isoformat(),
+         "vector": rng.standard_normal(256).tolist(),
+         **({"supersedes": [f"r{i - 1}"]} if i % 10 == 9 else {})}
+        for i in range(start, start + count)
+    ]  # fmt: skip
+
+
+def test_a_batch_refused_when_its_rows_are_sent_changes_nothing(
+    memory: Memory, store_target: str
+) -> None:
+    """The last row of the batch is refused by the database when the held-back rows go
+    out at the commit: every row of the batch, sent or held, is gone."""
+    memory.upsert("ns", _batch(0, 50))
+    for sql in _REFUSE[backend_of(store_target)]:
+        execute(store_target, sql)
+    before = dump_tables(store_target)
+    # new records, some superseding one of the batch before them (a statement between
+    # held-back rows), a revision of a stored one, and last the refused one
+    batch = [*_batch(50, 300), {"id": "r3", "content": "note 3 revised"},
+             {"id": "poison", "content": "refused"}]  # fmt: skip
+    with pytest.raises(Exception, match="refused by the test"):
+        memory.upsert("ns", batch)
+    assert dump_tables(store_target) == before
+    # the store is usable after the refusal, and the same batch without the poison lands
+    written = memory.upsert("ns", batch[:-1])
+    assert len(written.ids) == 301
+    assert memory.get("ns", "r3").content == "note 3 revised"
+    assert memory.get("ns", "r58").superseded_by == "r59"
+    hits = memory.search("ns", query_vector=batch[100]["vector"], top_k=1)  # type: ignore[arg-type]
+    assert hits.ids() == ["r150"]
+
+
+def test_rowids_drawn_ahead_are_never_reused(memory: Memory, store_target: str) -> None:
+    """A hard-deleted record's rowid is not drawn again, not even when it was the
+    highest (the scope copy and the vector matrix key derived rows by it)."""
+    memory.upsert("ns", _batch(0, 5))
+    top = scalar(store_target, "SELECT max(rowid) FROM records")
+    memory.delete("ns", "r4", hard=True)
+    memory.upsert("ns", _batch(5, 3))
+    assert scalar(store_target, "SELECT count(*) FROM records") == 7
+    fresh = "SELECT min(rowid) FROM records WHERE id IN ('r5', 'r6', 'r7')"
+    assert scalar(store_target, fresh) > top
+
+
+def test_a_batch_of_vectors_gets_distinct_growing_seqs(tmp_path: Path) -> None:
+    """SQLite: a vector row's seq orders every vector write (each process's matrix
+    catches up from it), also when a batch's vectors are sent together."""
+    import memstrata
+
+    path = f"{tmp_path}/seq.db"
+    with memstrata.open(path, embedder="hash", background_jobs=False) as memory:
+        memory.upsert("ns", _batch(0, 40))
+        memory.upsert("ns", _batch(40, 40))
+        memory.upsert("ns", [{"id": "r0", "content": "note 0 rewritten"}])  # re-embedded
+    assert scalar(path, "SELECT count(DISTINCT seq) FROM vectors") == 80
+    assert scalar(path, "SELECT count(*) FROM vectors") == 80
+    assert scalar(path, "SELECT value FROM vector_seq") == scalar(
+        path, "SELECT max(seq) FROM vectors"
+    )
+    newest = (
+        "SELECT r.id FROM vectors v JOIN records r ON r.rowid = v.record"
+        " ORDER BY v.seq DESC LIMIT 1"
+    )
+    assert scalar(path, newest) == "r0"
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        Record(id="a", content="x"),
+        Record(
+            id="b",
+            namespace="n",
+            content='é\n"quoted"',
+            payload=b"\x00\x01",
+            metadata={"a": "1", "b": "two"},
+            tags=["t", "u"],
+            kind="fact",
+            key="k",
+            trust="verified",
+            source="s",
+            origin=Origin(source="s", document="d", chunk=2),
+            created_at="2024-01-01",
+            updated_at="2024-01-01T00:00:00.5Z",
+            valid_from="1999-12-31T23:59:59.999999Z",
+            valid_to="2025-01-01",
+            deleted_at="2025-02-01",
+            supersedes=["z", "y"],
+            superseded_by="q",
+            version=3,
+            if_version=2,
+            vector=[1.0, 2.0],
+            known_until="2026-01-01",
+        ),
+        Record(id="c", origin=Origin(source="s", document="d", chunk=0, revision="r")),
+    ],
+)
+def test_a_versions_json_is_the_records_json(record: Record) -> None:
+    """``snapshot_body`` builds the JSON by hand: it must be ``to_json`` without the
+    payload, and know every field of the record."""
+    expected = record.to_json()
+    expected.pop("payload", None)
+    assert json.loads(snapshot_body(record)) == expected
+    assert snapshot_body(record) == json.dumps(expected, sort_keys=True, ensure_ascii=False)
+    known = {
+        "id", "namespace", "content", "payload", "metadata", "tags", "kind", "key", "trust",
+        "source", "origin", "created_at", "updated_at", "valid_from", "valid_to",
+        "deleted_at", "supersedes", "superseded_by", "version", "if_version", "vector",
+        "known_until",
+    }  # fmt: skip
+    assert set(Record.model_fields) == known, "a new field: teach snapshot_body about it"
