@@ -53,11 +53,10 @@ def missing(record_id: str, namespace: str) -> NotFound:
 
 
 def unit(vector: np.ndarray | Sequence[float]) -> np.ndarray:
-    """A unit-length float32 copy (normalised in float64, as the service checks it):
-    cosine similarity is then a dot product."""
-    data = np.asarray(vector, dtype=np.float64)
-    norm = float(np.sqrt(np.dot(data, data)))
-    return (data / norm if norm > 0 else data).astype(np.float32)
+    """A unit-length float32 copy: cosine similarity is then a dot product."""
+    data = np.asarray(vector, dtype=np.float32)
+    norm = float(np.linalg.norm(data))
+    return data / norm if norm > 0 else data
 
 
 class Writes:
