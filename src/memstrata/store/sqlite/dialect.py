@@ -59,8 +59,9 @@ _VECTOR_SEQ_AFTER = "UPDATE vector_seq SET value = value + ?"
 
 
 @cache
-def _insert(table: str, columns: tuple[str, ...]) -> str:
-    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
+def _insert(table: str, columns: tuple[str, ...], suffix: str) -> str:
+    values = ", ".join("?" for _ in columns)
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({values}){suffix}"
 
 
 class SqliteDialect(Dialect):
@@ -116,9 +117,12 @@ class SqliteDialect(Dialect):
         return list(range(int(last) + 1, int(last) + 1 + count))
 
     def insert_rows(
-        self, tx: Transaction, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
-    ) -> None:
-        tx.defer(_insert(table, tuple(columns)), rows)
+        self, tx: Transaction, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
+        suffix: str = "",
+    ) -> None:  # fmt: skip
+        # held back; executemany runs them one by one, so a row meets an earlier one's
+        # conflict as a statement of its own would
+        tx.defer(_insert(table, tuple(columns), suffix), rows)
 
     def insert_record(self, tx: Transaction, rowid: int | None, values: dict[str, Any]) -> int:
         if rowid is None:
