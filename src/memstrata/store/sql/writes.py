@@ -10,6 +10,7 @@ appends to the ledger.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -56,7 +57,12 @@ def unit(vector: np.ndarray | Sequence[float]) -> np.ndarray:
     """A unit-length float32 copy: cosine similarity is then a dot product."""
     data = np.asarray(vector, dtype=np.float32)
     norm = float(np.linalg.norm(data))
-    return data / norm if norm > 0 else data
+    if norm > 0 and math.isfinite(norm):
+        return data / norm
+    # squares of very large or very small values leave float32's range: the norm in float64
+    wide = np.asarray(vector, dtype=np.float64)
+    norm = float(np.sqrt(np.dot(wide, wide)))
+    return (wide / norm).astype(np.float32) if norm > 0 else data
 
 
 class Writes:
