@@ -99,6 +99,12 @@ def _edge(row: Sequence[Any]) -> Relationship:
 
 _EDGE_COLUMNS = "id, subject, predicate, object, valid_from, valid_to, confidence, provenance"
 _MENTION_COLUMNS = "namespace, record, entity, spelling, provenance"
+#: Where an entity can still be in use, each (table, column) with an index of its own.
+_ENTITY_USES = (
+    ("mentions", "entity"), ("past_mentions", "entity"),
+    ("relations", "subject"), ("relations", "object"),
+    ("past_relations", "subject"), ("past_relations", "object"),
+)  # fmt: skip
 # the record an open extracted fact cites, once that record has stopped being current
 _ENDED = (
     "FROM records r WHERE r.namespace = relations.namespace AND r.id = relations.record"
@@ -587,15 +593,14 @@ def forget(conn: Conn, namespace: str, record_id: str, rowid: int) -> None:
         run(f"DELETE FROM {table} WHERE namespace = ? AND record = ?", [namespace, rowid])
     for entity_id in sorted(touched):
         orphan = not run(
-            "SELECT 1 FROM mentions WHERE namespace = ? AND entity = ?"
-            " UNION ALL SELECT 1 FROM past_mentions WHERE namespace = ? AND entity = ?"
-            " UNION ALL SELECT 1 FROM relations"
-            " WHERE namespace = ? AND (subject = ? OR object = ?)"
-            " UNION ALL SELECT 1 FROM past_relations"
-            " WHERE namespace = ? AND (subject = ? OR object = ?)",
-            [namespace, entity_id, namespace, entity_id, namespace, entity_id, entity_id,
-             namespace, entity_id, entity_id],
-        )  # fmt: skip
+            # one branch per index: an OR of subject and object would range over the
+            # namespace's relations
+            " UNION ALL ".join(
+                f"SELECT 1 FROM {table} WHERE namespace = ? AND {column} = ?"
+                for table, column in _ENTITY_USES
+            ),
+            [namespace, entity_id] * len(_ENTITY_USES),
+        )
         if orphan:
             run("DELETE FROM possibly_same_as WHERE namespace = ? AND (a = ? OR b = ?)",
                 [namespace, entity_id, entity_id])  # fmt: skip

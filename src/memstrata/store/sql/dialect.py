@@ -87,6 +87,12 @@ class Dialect(ABC):
         (where the engine has such a spelling; otherwise ``column``)."""
         return column
 
+    def by_index(self, table: str, index: str) -> str:
+        """``table`` read by ``index`` where the
+        engine can be told, otherwise ``table``: without statistics SQLite ranges over
+        a namespace's whole primary key for one record's rows."""
+        return table
+
     def text_equals(self, column: str, value: str) -> tuple[str, list[Any]]:
         """``column`` equals the text ``value``, as an index on the column can answer."""
         return f"{column} = ?", [value]

@@ -223,6 +223,11 @@ class LexicalWrites:
     _documents: int = 0
     _length: int = 0
 
+    @property
+    def _by_record(self) -> str:
+        # one record's postings, found by its index rather than a namespace's range
+        return self.d.by_index("lexical_postings", "lexical_postings_record")
+
     def language(self) -> str:
         if self._language is None:
             self.tx.execute(
@@ -265,7 +270,7 @@ class LexicalWrites:
             return
         self.tx.execute(
             "INSERT INTO past_postings (namespace, term, record, content_hash, tf, length)"
-            " SELECT namespace, term, record, ?, tf, length FROM lexical_postings"
+            f" SELECT namespace, term, record, ?, tf, length FROM {self._by_record}"
             " WHERE namespace = ? AND record = ? ON CONFLICT DO NOTHING",
             (content_hash, self.namespace, rowid),
         )
@@ -283,14 +288,14 @@ class LexicalWrites:
             terms: Iterable[str] = counts.keys()
         else:
             rows = self.tx.execute(
-                "SELECT term, length FROM lexical_postings WHERE namespace = ? AND record = ?",
+                f"SELECT term, length FROM {self._by_record} WHERE namespace = ? AND record = ?",
                 (self.namespace, rowid),
             ).fetchall()
             terms = [row[0] for row in rows]
             length = int(rows[0][1]) if rows else 0
             if rows:
                 self.tx.execute(
-                    "DELETE FROM lexical_postings WHERE namespace = ? AND record = ?",
+                    f"DELETE FROM {self._by_record} WHERE namespace = ? AND record = ?",
                     (self.namespace, rowid),
                 )
         self._df.subtract(terms)

@@ -84,6 +84,9 @@ class SqliteDialect(Dialect):
     def unindexed(self, column: str) -> str:
         return f"+{column}"
 
+    def by_index(self, table: str, index: str) -> str:
+        return f"{table} INDEXED BY {index}"
+
     def records_join(
         self,
         alias: str,
