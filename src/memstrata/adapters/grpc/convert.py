@@ -257,7 +257,9 @@ def _signals(signals: dict[str, dict[str, Any]]) -> pb.Signals:
     if "semantic" in signals:
         lane = signals["semantic"]
         message.semantic.CopyFrom(
-            pb.SemanticSignal(rank=int(lane["rank"]), similarity=lane["similarity"])
+            pb.SemanticSignal(
+                rank=int(lane["rank"]), similarity=lane["similarity"], index=lane.get("index", "")
+            )
         )
     if "graph" in signals:
         lane = signals["graph"]

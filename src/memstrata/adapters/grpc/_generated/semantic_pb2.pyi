@@ -272,12 +272,14 @@ class LexicalSignal(_message.Message):
     def __init__(self, rank: _Optional[int] = ..., score: _Optional[float] = ...) -> None: ...
 
 class SemanticSignal(_message.Message):
-    __slots__ = ("rank", "similarity")
+    __slots__ = ("rank", "similarity", "index")
     RANK_FIELD_NUMBER: _ClassVar[int]
     SIMILARITY_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
     rank: int
     similarity: float
-    def __init__(self, rank: _Optional[int] = ..., similarity: _Optional[float] = ...) -> None: ...
+    index: str
+    def __init__(self, rank: _Optional[int] = ..., similarity: _Optional[float] = ..., index: _Optional[str] = ...) -> None: ...
 
 class GraphSignal(_message.Message):
     __slots__ = ("hops", "from_id")
