@@ -59,8 +59,10 @@ def test_the_semantic_signal_names_the_index_a_hit_was_found_through(
     assert {hit.signals.semantic.index for hit in wide.hits} == {"hnsw"}
     assert wide.hits[0].signals.semantic.similarity == pytest.approx(1.0, abs=1e-5)
     # 5 of 60 vectors: under a fifth of the store, scored exactly, no marker
-    narrow = rpc.Search(pb.SearchRequest(namespace="ns", query_vector=query, top_k=3,
-                                         filter={"room": "small"}, mode=pb.SEARCH_MODE_DENSE))  # fmt: skip
+    narrow = rpc.Search(pb.SearchRequest(
+        namespace="ns", query_vector=query, top_k=3, filter={"room": "small"},
+        mode=pb.SEARCH_MODE_DENSE,
+    ))  # fmt: skip
     assert len(narrow.hits) == 3
     assert {hit.signals.semantic.index for hit in narrow.hits} == {""}
     assert {hit.record.id for hit in narrow.hits} <= {f"m{i}" for i in range(5)}
