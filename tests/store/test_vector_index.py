@@ -173,3 +173,45 @@ def test_a_copy_the_file_disagrees_with_is_not_used(tmp_path: Path, monkeypatch:
         assert abs(hit.score - float(clustered(4, 100)[int(hit.record.id[1:])] @ vectors[0])) < 1e-5
     finally:
         fresh.close()
+
+
+def test_a_fresh_process_searches_the_mapped_graph_then_its_loaded_copy(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The saved graph is mapped, not loaded, by a fresh process: the writes made since
+    it was saved are searched exactly beside it (a new vector is found, a rewritten one
+    scored as it is now, a hard-deleted one never returned), and the loaded copy that
+    replaces the view answers the same."""
+    monkeypatch.setattr(vector_file, "SAVE_MIN", 50)
+    path = str(tmp_path / "store.db")
+    first, vectors = written(path, 5, 300)
+    first.service.store.build_vector_index(DIMENSIONS)  # type: ignore[attr-defined]
+    first.close()
+    writer = memstrata.open(path, embedder=HashEmbedder(DIMENSIONS), background_jobs=False)
+    writer.upsert("ns", [{"id": "late", "content": "late", "vector": vectors[5].tolist()}])
+    writer.upsert("ns", [{"id": "m6", "content": "moved", "vector": (-vectors[6]).tolist()}])
+    writer.delete("ns", "m7", hard=True)
+    writer.close()
+    fresh = open_indexed(path)
+    cache = fresh.service.store.dialect._vectors  # type: ignore[attr-defined]
+    loads: list[object] = []
+    monkeypatch.setattr(cache, "_promote", loads.append)  # the view answers every search
+    try:
+        for loaded in (False, True):
+            hits = search(fresh, vectors[5], 2).hits
+            assert {h.record.id for h in hits} == {"m5", "late"}
+            assert {h.signals["semantic"]["index"] for h in hits} == {"hnsw"}
+            assert "m6" not in search(fresh, vectors[6], 5).ids()  # it points away now
+            assert search(fresh, -vectors[6], 1).ids() == ["m6"]
+            assert abs(search(fresh, -vectors[6], 1).hits[0].score - 1.0) < 1e-5
+            assert "m7" not in search(fresh, vectors[7], 5).ids()
+            matrix = next(iter(cache._matrices.values()))
+            assert (matrix.graph.index is not None) == loaded
+            if not loaded:
+                assert loads and matrix.graph.view is not None
+                monkeypatch.undo()  # the real load, in the search (tests: no thread)
+                cache.background = False
+                search(fresh, vectors[0], 1)
+                assert matrix.graph.view is None and matrix.graph.index is not None
+    finally:
+        fresh.close()

@@ -28,8 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memstrata.store.sqlite.ann import open_index
-
 if TYPE_CHECKING:
     from memstrata.store.sqlite.vectors import _Matrix
 
@@ -53,6 +51,8 @@ def save(where: Path, embedder_id: str, matrix: _Matrix) -> None:
     """Writes the matrix (and its graph, when built) as of ``matrix.seq``. Never raises
     for a folder that cannot be written: the copy is only a speed-up."""
     base = where / _name(embedder_id)
+    if matrix.graph.index is None and matrix.graph.view is not None:
+        return  # the saved graph is only mapped yet: the copy there stays valid as is
     try:
         where.mkdir(exist_ok=True)
         rowids = np.full(matrix.count, -1, dtype=np.int64)
@@ -85,8 +85,8 @@ def save(where: Path, embedder_id: str, matrix: _Matrix) -> None:
 def load(
     where: Path, conn: sqlite3.Connection, embedder_id: str, dimensions: int
 ) -> tuple[dict[str, Any], np.ndarray, np.ndarray, Any] | None:
-    """The saved copy (its meta, rows mapped copy-on-write, rowids, graph or None), if
-    it is this embedder's, of these dimensions, and the table agrees with it: its seq
+    """The saved copy (its meta, rows mapped copy-on-write, rowids, the graph's path or
+    None), if it is this embedder's, of these dimensions, and the table agrees with it: its seq
     counter has reached the copy's, and the newest vector row at or below the copy's seq
     is what the copy holds for that record."""
     base = where / _name(embedder_id)
@@ -113,7 +113,9 @@ def load(
             return None
         if held.shape[0] and rows[held[0]].astype("<f4").tobytes() != bytes(newest[2]):
             return None
-        graph = open_index(str(base) + ".graph", dimensions) if meta["graph"] else None
+        graph = str(base) + ".graph" if meta["graph"] else None
+        if graph is not None and not Path(graph).is_file():
+            return None
     except (OSError, ValueError, KeyError, TypeError, RuntimeError):
         return None
     return meta, rows, rowids, graph

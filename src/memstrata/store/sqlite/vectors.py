@@ -115,11 +115,42 @@ class VectorCache:
                 self._build(matrix)
             if not matrix.graph.ready:
                 return None
+            if matrix.graph.saved is not None:  # a mapped saved graph: load it meanwhile
+                self._promote(matrix)
             member = None
-            if rowids.shape[0] < matrix.live:  # else the scope is every vector
+            # a view may hold rowids withdrawn since it was saved: the scope decides
+            if rowids.shape[0] < matrix.live or matrix.graph.index is None:
                 member = np.zeros(matrix.position.shape[0], dtype=bool)
                 member[rowids] = True
             return matrix.graph.search(member, int(rowids.shape[0]), query, limit)
+
+    def _promote(self, matrix: _Matrix) -> None:
+        """Loads a mapped graph into a changeable copy: in a background thread (the
+        view answers meanwhile), or (tests) right here. Called with the lock held."""
+
+        def current(changed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            alive = matrix.has(changed)
+            return alive, matrix.gather(changed[alive])
+
+        if matrix.graph.loading:
+            return
+        matrix.graph.loading = True
+
+        def run() -> None:
+            try:
+                matrix.graph.promote(self._lock, current)
+            finally:
+                with self._lock:
+                    matrix.graph.loading = False
+
+        if self.background:
+            threading.Thread(target=run, daemon=True, name="memstrata-vector-graph").start()
+            return
+        self._lock.release()
+        try:
+            run()
+        finally:
+            self._lock.acquire()
 
     def build_graph(self, matrix: _Matrix) -> None:
         """Builds the matrix's graph index now, in this thread, unless it has one."""
@@ -220,7 +251,8 @@ class VectorCache:
         matrix.position[rowids[present]] = present
         matrix.live = int(present.shape[0])
         matrix.seq = int(meta["seq"])
-        matrix.graph.index = graph
+        if graph is not None:
+            matrix.graph.adopt(graph)
         self._unsaved[embedder_id] = 0
 
     def _save(self, embedder_id: str, matrix: _Matrix) -> None:
