@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 import memstrata
 from memstrata.embedding import HashEmbedder
 from memstrata.store.sqlite import vector_file
+from memstrata.store.sqlite import vectors as vectors_lane
 
 DIMENSIONS = 16
 ROOMS = ("r0", "r1", "r2")
@@ -194,8 +195,11 @@ def test_a_fresh_process_searches_the_mapped_graph_then_its_loaded_copy(
     writer.close()
     fresh = open_indexed(path)
     cache = fresh.service.store.dialect._vectors  # type: ignore[attr-defined]
+    load = cache._promote
     loads: list[object] = []
     monkeypatch.setattr(cache, "_promote", loads.append)  # the view answers every search
+    monkeypatch.setattr(vectors_lane, "_STALE_MIN", 0)  # a load is due at once
+    monkeypatch.setattr(vectors_lane, "_STALE_SHARE", 10**9)
     try:
         for loaded in (False, True):
             hits = search(fresh, vectors[5], 2).hits
@@ -209,9 +213,33 @@ def test_a_fresh_process_searches_the_mapped_graph_then_its_loaded_copy(
             assert (matrix.graph.index is not None) == loaded
             if not loaded:
                 assert loads and matrix.graph.view is not None
-                monkeypatch.undo()  # the real load, in the search (tests: no thread)
+                monkeypatch.setattr(cache, "_promote", load)  # in the search (no thread)
                 cache.background = False
                 search(fresh, vectors[0], 1)
                 assert matrix.graph.view is None and matrix.graph.index is not None
+    finally:
+        fresh.close()
+
+
+def test_a_few_writes_since_the_save_leave_the_mapped_graph_serving(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A fresh process's first searches never wait for a graph load: the mapped graph
+    serves while few vectors changed since its save, and the matrix file's room takes
+    the new vectors without a copy."""
+    monkeypatch.setattr(vector_file, "SAVE_MIN", 50)
+    path = str(tmp_path / "store.db")
+    first, vectors = written(path, 6, 300)
+    first.service.store.build_vector_index(DIMENSIONS)  # type: ignore[attr-defined]
+    first.close()
+    writer = memstrata.open(path, embedder=HashEmbedder(DIMENSIONS), background_jobs=False)
+    writer.upsert("ns", [{"id": "late", "content": "late", "vector": vectors[9].tolist()}])
+    writer.close()
+    fresh = open_indexed(path)
+    try:
+        assert set(search(fresh, vectors[9], 2).ids()) == {"m9", "late"}
+        matrix = next(iter(fresh.service.store.dialect._vectors._matrices.values()))  # type: ignore[attr-defined]
+        assert matrix.graph.view is not None and matrix.graph.index is None
+        assert isinstance(matrix.rows, np.memmap) and matrix.count == 301  # no copy made
     finally:
         fresh.close()

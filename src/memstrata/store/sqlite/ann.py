@@ -105,6 +105,11 @@ class GraphIndex:
     def building(self) -> bool:
         return self._pending is not None
 
+    @property
+    def stale(self) -> int:
+        """How many vectors changed since the mapped graph was saved."""
+        return len(self._stale)
+
     def adopt(self, path: str) -> None:
         """Starts from a saved graph: mapped now, loaded (changeable) by ``promote``."""
         self.view = open_index(path, self.dimensions, view=True)

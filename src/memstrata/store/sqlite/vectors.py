@@ -115,7 +115,9 @@ class VectorCache:
                 self._build(matrix)
             if not matrix.graph.ready:
                 return None
-            if matrix.graph.saved is not None:  # a mapped saved graph: load it meanwhile
+            if matrix.graph.saved is not None and matrix.graph.stale > max(
+                _STALE_MIN, matrix.live // _STALE_SHARE
+            ):  # the view lacks many vectors: load a changeable copy meanwhile
                 self._promote(matrix)
             member = None
             # a view may hold rowids withdrawn since it was saved: the scope decides
@@ -245,8 +247,8 @@ class VectorCache:
         meta, rows, rowids, graph = found
         present = np.flatnonzero(rowids >= 0)
         top = int(rowids.max()) if rowids.shape[0] else 0
-        matrix.rows = rows
-        matrix.count = int(rows.shape[0])
+        matrix.rows = rows  # its rows past count are room (saved as a hole)
+        matrix.count = int(meta["count"])
         matrix.position = np.full(max(1024, top + 1), -1, dtype=np.int64)
         matrix.position[rowids[present]] = present
         matrix.live = int(present.shape[0])
@@ -262,6 +264,11 @@ class VectorCache:
 
 
 _CHUNK = 4096
+# A mapped saved graph serves until this many vectors changed since its save (each is
+# scored exactly beside it); then a loaded copy replaces it. Loading holds the GIL
+# (usearch), so a load started by a fresh process's first search made it wait ~1.5 s.
+_STALE_MIN = 2048
+_STALE_SHARE = 50
 _SAVE_SHARE = 4  # saved again once the vectors read since the last save pass 1/4
 
 
