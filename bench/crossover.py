@@ -40,7 +40,7 @@ from bench.common import (  # noqa: E402
 from memstrata.embedding import HashEmbedder  # noqa: E402
 from memstrata.store.sqlite.vectors import top_k  # noqa: E402
 
-SHARES = (0.005, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.35, 0.5, 0.75, 1.0)
+SHARES = (0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.35, 0.5, 0.75, 1.0)
 EXPANSIONS = (16, 24, 32, 48, 64, 96)
 TOP = 10
 

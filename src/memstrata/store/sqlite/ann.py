@@ -160,8 +160,9 @@ class GraphIndex:
             self.index.add(rowids[chosen].astype(np.uint64), vectors[chosen], threads=1)
 
     def start(self) -> bool:
-        """Marks a build as begun; False when one is running or done already."""
-        if self.index is not None or self._pending is not None:
+        """Marks a build as begun; False when one is running or done (or a saved graph
+        is mapped) already."""
+        if self.index is not None or self.view is not None or self._pending is not None:
             return False
         self._pending = set()
         return True
