@@ -107,7 +107,7 @@ def run(db: Path, queries: int, seed: int = 7) -> dict[str, Any]:
             f" recall {row['index_recall_at_10']}, fallbacks {row['fallbacks']}")  # fmt: skip
         rows.append(row)
     # the graph's search depth, on the whole store (the unfiltered case)
-    graph = matrix.graph.index
+    graph = matrix.graph.index or matrix.graph.view  # a fresh process maps it
     default = int(graph.expansion_search)
     depths: list[dict[str, Any]] = []
     for ef in EXPANSIONS:

@@ -28,11 +28,16 @@ import numpy as np
 if TYPE_CHECKING:
     from usearch.index import Index
 
-#: Fewer in-scope vectors than this: exact (measured: bench/README.md, "wide scopes").
-MIN_ROWS = 20_000
+# The switch, measured (``python -m bench.crossover``, bench/results/crossover_*.json:
+# CPU p50 of the lane once the scope is decided, random scopes, recall@10 against
+# exact). At 100k vectors the graph costs 1.17x exact at a tenth of the store (10k
+# rows), 0.59x at 15 % and 0.08x for every row, recall 0.96-0.99; over 11k vectors it
+# costs 0.4x exact for every row and more than exact at a quarter of them.
+#: Fewer in-scope vectors than this: exact.
+MIN_ROWS = 10_000
 #: A scope holding less than this share of the index: exact (the graph would have to
 #: be asked for many times ``limit`` neighbours to find ``limit`` in the scope).
-MIN_SHARE = 0.25
+MIN_SHARE = 0.15
 # Measured on the bench's 100k clustered vectors (recall@10 of the graph alone, p50 of
 # one search, built with expansion_add 128): ef 32 1.00 / 1.07 ms, ef 64 1.00 / 1.6 ms;
 # i8 vectors lost recall (0.90), f16 halved memory at the same recall. That build took
