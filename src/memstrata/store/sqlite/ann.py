@@ -30,9 +30,9 @@ if TYPE_CHECKING:
 
 # The switch, measured (``python -m bench.crossover``, bench/results/crossover_*.json:
 # CPU p50 of the lane once the scope is decided, random scopes, recall@10 against
-# exact). At 100k vectors the graph costs 1.17x exact at a tenth of the store (10k
-# rows), 0.59x at 15 % and 0.08x for every row, recall 0.96-0.99; over 11k vectors it
-# costs 0.4x exact for every row and more than exact at a quarter of them.
+# exact). At 100k vectors the graph costs 1.16x exact at a tenth of the store (10k
+# rows), 0.52x at 15 % and 0.085x for every row, recall 0.96-0.99; over 11k vectors
+# 1.02x at half of them, 0.93x for every row, 1.7x at a quarter.
 #: Fewer in-scope vectors than this: exact.
 MIN_ROWS = 10_000
 #: A scope holding less than this share of the index: exact (the graph would have to
@@ -43,6 +43,8 @@ MIN_SHARE = 0.15
 # i8 vectors lost recall (0.90), f16 halved memory at the same recall. That build took
 # 25 min of wall time on 2 loaded cores, so expansion_add is 40 here (on 20k noisier
 # vectors: 5.8 CPU s per 10k inserted, graph recall@10 0.90 before exact rescoring).
+# At 100k (bench/results/crossover_100k.json, this build): ef 48 / 64 / 96 gave
+# recall@10 0.93 / 0.96 / 0.99 for the whole store at 1.44 / 1.63 / 1.87 ms CPU.
 CONNECTIVITY = 16
 EXPANSION_ADD = 40
 EXPANSION_SEARCH = 64
