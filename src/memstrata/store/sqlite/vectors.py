@@ -69,6 +69,8 @@ class _Matrix:
 
     def has(self, rowids: np.ndarray) -> np.ndarray:
         """Which of these records have a vector (a boolean mask)."""
+        if rowids.shape[0] and int(rowids.max()) < self.position.shape[0]:
+            return self.position[rowids] >= 0  # every rowid known: one gather (wide scopes)
         found = np.zeros(rowids.shape[0], dtype=bool)
         inside = rowids < self.position.shape[0]
         found[inside] = self.position[rowids[inside]] >= 0
