@@ -17,6 +17,7 @@ import json
 import random
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -46,11 +47,14 @@ def load(m: Any, size: int, rng: random.Random, clock: list[int]) -> int:
     past = clock[0] + DAY // 2
     clock[0] += DAY
     revised = rng.sample(range(size), size // 10)
-    for n, i in enumerate(revised):
-        if n % 2:
-            m.supersede("bench", f"r{i}", {"id": f"s{i}", "content": text(rng)})
-        else:
-            m.upsert("bench", [{"id": f"r{i}", "content": text(rng)}])
+    for i in revised[1::2]:
+        m.supersede("bench", f"r{i}", {"id": f"s{i}", "content": text(rng)})
+        clock[0] += 10
+    rewritten = revised[::2]  # in place, with new content: in batches, as an import would
+    for start in range(0, len(rewritten), 1000):
+        m.upsert("bench", [
+            {"id": f"r{i}", "content": text(rng)} for i in rewritten[start : start + 1000]
+        ])  # fmt: skip
         clock[0] += 10
     for i in rng.sample(range(size), size // 20):
         m.delete("bench", f"r{i}")
@@ -58,11 +62,31 @@ def load(m: Any, size: int, rng: random.Random, clock: list[int]) -> int:
     return past
 
 
-def run(size: int, queries: int, target: str | None, seed: int = 7) -> dict[str, Any]:
+def run(size: int, queries: int, postgres: str | None, seed: int = 7) -> dict[str, Any]:
+    """One run on a fresh store, removed afterwards: a temporary SQLite file, or (with
+    ``postgres``) a schema of its own on that server, dropped at the end."""
+    with tempfile.TemporaryDirectory(prefix="msbench-known-at-") as workdir:
+        if postgres is None:
+            return _run(size, queries, str(Path(workdir) / "bench.db"), seed)
+        import psycopg
+
+        from memstrata.store.postgres.connection import with_schema
+
+        schema = f"known_at_{uuid.uuid4().hex[:8]}"  # "pg_" is PostgreSQL's own prefix
+        with psycopg.connect(postgres, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            conn.execute(f'CREATE SCHEMA "{schema}"'.encode())
+        try:
+            return _run(size, queries, with_schema(postgres, schema), seed)
+        finally:
+            with psycopg.connect(postgres, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'.encode())
+
+
+def _run(size: int, queries: int, target: str, seed: int) -> dict[str, Any]:
     rng = random.Random(seed)
-    workdir = Path(tempfile.mkdtemp(prefix="msbench-known-at-"))
     m = memstrata.open(
-        target or str(workdir / "bench.db"),
+        target,
         embedder=HashEmbedder(dimensions=384),
         background_jobs=False,
     )
@@ -105,7 +129,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("size", type=int)
     parser.add_argument("--queries", type=int, default=40)
-    parser.add_argument("--postgres", help="a PostgreSQL URL with its own schema")
+    parser.add_argument("--postgres", help="a PostgreSQL URL (the run makes and drops a schema)")
     parser.add_argument("--out", help="write the result JSON here")
     args = parser.parse_args()
     result = run(args.size, args.queries, args.postgres)

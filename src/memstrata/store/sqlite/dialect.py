@@ -21,13 +21,14 @@ from memstrata.domain.records import Record
 from memstrata.domain.search import SearchRequest
 from memstrata.domain.time import Window, now_us
 from memstrata.store.base import SemanticHits
-from memstrata.store.sql.dialect import Dialect, Lane, chunks
+from memstrata.store.sql.dialect import Dialect, Lane
 from memstrata.store.sql.maintenance import Finding
 from memstrata.store.sql.past import known_rows
 from memstrata.store.sql.rows import COLUMNS, ROW_FIELDS, best, hits
 from memstrata.store.sql.scope import known_scope, scope_rowids
 from memstrata.store.sqlite.connection import Database, Transaction, translated
 from memstrata.store.sqlite.migrations import apply_migrations
+from memstrata.store.sqlite.past_vectors import PastVectors
 from memstrata.store.sqlite.scope_cache import ScopeCache
 from memstrata.store.sqlite.vectors import VectorCache, top_k
 
@@ -76,6 +77,7 @@ class SqliteDialect(Dialect):
         self.db: Database = Database(path)
         self._vectors = VectorCache(path)
         self._scopes = ScopeCache()
+        self._past = PastVectors()
         with translated(path):
             apply_migrations(self.db.conn(), now_us())
 
@@ -183,7 +185,8 @@ class SqliteDialect(Dialect):
     ) -> tuple[list[tuple[Record, float]], int]:
         """Exact cosine over the records as known at ``lane.known_at``: a version whose
         content is the record's content now uses the current vector (the in-process
-        matrix); one whose content has changed since uses the vector kept for it."""
+        matrix); one whose content has changed since uses the vector kept for it (the
+        in-process copy of ``past_vectors``, :mod:`memstrata.store.sqlite.past_vectors`)."""
         assert lane.known_at is not None
         current, replaced = known_scope(
             self, "r", lane.namespace, lane.request, lane.window, lane.known_at
@@ -218,17 +221,7 @@ class SqliteDialect(Dialect):
                 rowids = in_scope[matrix.has(in_scope)]
                 if rowids.shape[0]:
                     similarities = matrix.scores(rowids, query)
-            wanted = dict(old)
-            kept: dict[int, float] = {}
-            for chunk in chunks(list(wanted), 500):
-                test, params = self.in_list("record", chunk)
-                for record, content_hash, blob in conn.execute(
-                    "SELECT record, content_hash, vector FROM past_vectors"
-                    f" WHERE embedder_id = ? AND dimensions = ? AND {test}",
-                    [embedder_id, int(query.shape[0]), *params],
-                ):
-                    if wanted.get(record) == content_hash:
-                        kept[record] = float(np.frombuffer(blob, dtype="<f4") @ query)
+            kept = self._past.scores(conn, embedder_id, query, dict(old))
             if kept:
                 rowids = np.concatenate([rowids, np.fromiter(kept, np.int64, len(kept))])
                 similarities = np.concatenate(
