@@ -128,9 +128,16 @@ class Caller:
         self.require(Capability.READ, namespace)
         return self.service.get(namespace, record_id, version, known_at)
 
-    def history(self, namespace: str, record_id: str, known_at: int | None = None) -> list[Record]:
+    def history(
+        self,
+        namespace: str,
+        record_id: str,
+        known_at: int | None = None,
+        *,
+        versions: bool = False,
+    ) -> list[Record]:
         self.require(Capability.READ, namespace)
-        return self.service.history(namespace, record_id, known_at)
+        return self.service.history(namespace, record_id, known_at, versions=versions)
 
     def changes(
         self, namespace: str, since: int, until: int | None, *, after: int | None, limit: int

@@ -127,10 +127,17 @@ class Memory:
         version as memstrata knew it then."""
         return self.service.get(namespace, id, version, _instant(known_at, "known_at"))
 
-    def history(self, namespace: str, id: str, known_at: Any = None) -> list[Record]:
+    def history(
+        self, namespace: str, id: str, known_at: Any = None, *, versions: bool = False
+    ) -> list[Record]:
         """The supersession chain through ``id``, oldest first; as known at ``known_at``
-        when given."""
-        return self.service.history(namespace, id, _instant(known_at, "known_at"))
+        when given. Each record carries its record-time range, ``updated_at`` until
+        ``known_until`` (None while current). ``versions=True`` lists every stored
+        version of each record of the chain instead, in-place rewrites too, oldest
+        first in record time."""
+        return self.service.history(
+            namespace, id, _instant(known_at, "known_at"), versions=versions
+        )
 
     def changes(
         self,

@@ -593,13 +593,22 @@ class Service(GraphMethods):
                 ) from None
             raise
 
-    def history(self, namespace: str, record_id: str, known_at: int | None = None) -> list[Record]:
+    def history(
+        self,
+        namespace: str,
+        record_id: str,
+        known_at: int | None = None,
+        *,
+        versions: bool = False,
+    ) -> list[Record]:
         """Every record of the supersession chain through ``record_id``, oldest first;
-        as known at record time ``known_at`` when given (each version with the instant
-        a later one replaced it, ``known_until``)."""
+        as known at record time ``known_at`` when given. Each carries its record-time
+        range: from ``updated_at`` until ``known_until``, the instant a later version
+        replaced it (None while current). With ``versions``, every stored version of
+        each record of the chain (in-place rewrites too), oldest first in record time."""
         validate_namespace(namespace)
         validate_record_id(record_id)
-        return self.store.history(namespace, record_id, known_at)
+        return self.store.history(namespace, record_id, known_at, versions=versions)
 
     def changes(
         self,

@@ -81,6 +81,19 @@ def test_supersede_then_search_now_as_of_and_history(cli: Cli, text: Plain) -> N
     assert "2024-06-01 → open alice.employer 1 current" in history
 
 
+def test_history_shows_record_time_and_every_version_with_versions(cli: Cli, text: Plain) -> None:
+    record_id = cli.add("Alice works at Acme")
+    cli.ok("add", "Alice works at Acme Corp", "--id", record_id)  # rewritten in place
+    chain = cli.json("history", record_id)["versions"]
+    assert [(v["version"], v["known_until"]) for v in chain] == [(2, None)]
+    every = cli.json("history", record_id, "--versions")["versions"]
+    assert [v["content"] for v in every] == ["Alice works at Acme", "Alice works at Acme Corp"]
+    assert every[0]["known_until"] == every[1]["updated_at"]
+    assert every[1]["known_until"] is None
+    table = text(cli.ok("history", record_id, "--versions").stdout)
+    assert "known" in table and "→ now" in table  # the current version's range: no end
+
+
 def test_get_shows_a_record_and_its_earlier_versions(cli: Cli, text: Plain) -> None:
     acme = cli.add("Alice works at Acme", "--valid-from", "2023-01-01")
     cli.ok("supersede", acme, "Alice works at Globex", "--valid-from", "2024-06-01")

@@ -33,3 +33,15 @@ def test_search_and_history_as_known_then(writer: Rpc, ns: str) -> None:
     assert pb.SearchRequest.DESCRIPTOR.fields_by_name["known_at"].number == 23
     assert pb.HistoryRequest.DESCRIPTOR.fields_by_name["known_at"].number == 3
     assert pb.Record.DESCRIPTOR.fields_by_name["known_until"].number == 22
+
+
+def test_history_lists_every_version_with_its_record_time_on_request(writer: Rpc, ns: str) -> None:
+    writer.Upsert(pb.UpsertRequest(namespace=ns, records=[pb.Record(id="v1", content="ten")]))
+    writer.Upsert(pb.UpsertRequest(namespace=ns, records=[pb.Record(id="v1", content="eleven")]))
+    chain = writer.History(pb.HistoryRequest(namespace=ns, id="v1")).versions
+    assert [r.version for r in chain] == [2] and not chain[0].HasField("known_until")
+    every = writer.History(pb.HistoryRequest(namespace=ns, id="v1", versions=True)).versions
+    assert [(r.version, r.content) for r in every] == [(1, "ten"), (2, "eleven")]
+    assert every[0].known_until == every[1].updated_at
+    assert not every[1].HasField("known_until")  # current: no end
+    assert pb.HistoryRequest.DESCRIPTOR.fields_by_name["versions"].number == 4

@@ -263,3 +263,23 @@ async def test_search_memories_reads_the_past_with_known_at(
         )  # fmt: skip
     assert kit.contents(now) == ["the launch moved to june seventeen"]
     assert kit.contents(then) == ["the launch is on june ten"]
+
+
+async def test_memory_history_lists_every_version_with_its_record_time_on_request(
+    memory: memstrata.Memory, kit: Any
+) -> None:
+    first = memory.add("default", "the launch is on june ten")
+    memory.upsert("default", [{"id": first, "content": "the launch is on june eleven"}])
+    memory.supersede("default", first, {"content": "the launch moved to june seventeen"})
+    async with client(memory) as session:
+        chain = await kit.tool(session, "memory_history", {"id": first})
+        every = await kit.tool(session, "memory_history", {"id": first, "versions": True})
+    assert [v["version"] for v in chain["versions"]] == [3, 1]
+    assert all(v.get("known_until") is None for v in chain["versions"])  # current
+    versions = every["versions"]
+    assert [v["content"] for v in versions] == [
+        "the launch is on june ten", "the launch is on june eleven",
+        "the launch is on june eleven", "the launch moved to june seventeen",
+    ]  # fmt: skip
+    assert [v["known_until"] for v in versions[:2]] == [v["updated_at"] for v in versions[1:3]]
+    assert versions[2].get("known_until") is None and versions[3].get("known_until") is None

@@ -91,3 +91,32 @@ def test_the_client_reads_the_past_like_the_embedded_api(
         assert client.search(ns, "alpha", ranking="lexical", known_at=recorded).hits == []
         page = client.changes(ns, "2000-01-01")
         assert [c.record for c in page.changes[:3]] == [None, None, None]
+
+
+def test_history_carries_record_time_and_lists_every_version_on_request(
+    writer: httpx.Client, reader: httpx.Client, server: Server, tokens: object, ns: str
+) -> None:
+    upsert(writer, ns, {"id": "h1", "content": "the launch is on june ten"})
+    upsert(writer, ns, {"id": "h1", "content": "the launch is on june eleven"})  # in place
+    upsert(writer, ns, {"id": "h2", "content": "the launch moved to june seventeen",
+                        "supersedes": ["h1"]})  # fmt: skip
+    path = f"/v1/namespaces/{ns}/records/h1/history"
+    chain = reader.get(path).json()["versions"]
+    assert [(r["id"], r["version"]) for r in chain] == [("h1", 3), ("h2", 1)]
+    assert all(r["known_until"] is None for r in chain)  # always there: null, current
+    every = reader.get(path, params={"versions": "true"}).json()["versions"]
+    assert [(r["id"], r["version"]) for r in every] == [("h1", 1), ("h1", 2), ("h1", 3),
+                                                        ("h2", 1)]  # fmt: skip
+    assert [r["content"] for r in every[:2]] == [
+        "the launch is on june ten", "the launch is on june eleven"
+    ]  # fmt: skip
+    assert [r["known_until"] for r in every[:2]] == [every[1]["updated_at"], every[2]["updated_at"]]
+    assert every[2]["known_until"] is None and every[3]["known_until"] is None
+    then = reader.get(path, params={"versions": "true", "known_at": every[1]["updated_at"]})
+    assert [r["version"] for r in then.json()["versions"]] == [1, 2]
+    error_of(reader.get(path, params={"versions": "maybe"}), 400, "memstrata.input.invalid")
+    with memstrata.Client(server.url, token=tokens.writer) as client:  # type: ignore[attr-defined]
+        versions = client.history(ns, "h1", versions=True)
+        assert [(r.id, r.version) for r in versions] == [(r["id"], r["version"]) for r in every]
+        assert versions[0].known_until == versions[1].updated_at
+        assert [r.version for r in client.history(ns, "h1")] == [3, 1]

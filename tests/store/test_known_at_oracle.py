@@ -280,6 +280,45 @@ class KnownAtMachine(RuleBasedStateMachine):
                     self.memory.get("ns", record_id, known_at=format_instant(taken + offset))
                 assert error.value.code == "memstrata.not_found"
 
+    @precondition(lambda self: self.snapshots and self.snapshots[-1][1])
+    @rule(data=st.data(), offset=st.integers(0, DAY // 4))
+    def history_of_every_version(self, data: st.DataObject, offset: int) -> None:
+        """``history(versions=True)`` lists, for each record of the chain, every
+        version the snapshots saw, in order, each known from its ``updated_at`` until
+        the next one's (None while current); under ``known_at`` those recorded by then.
+        The default history's entries are the current versions, with no end."""
+        record_id = data.draw(st.sampled_from(sorted(self.snapshots[-1][1])))  # recorded
+        chain = self.memory.history("ns", record_id)
+        assert all(r.known_until is None for r in chain)
+        every = self.memory.history("ns", record_id, versions=True)
+        assert {r.id for r in every} == {r.id for r in chain}
+        stamps = [(r.updated_at, r.version) for r in every]
+        assert [s[0] for s in stamps] == sorted(s[0] for s in stamps), "record-time order"
+        taken = self.snapshots[data.draw(st.integers(0, len(self.snapshots) - 1))][0]
+        known_at = taken + offset
+        if all(to_us(r.updated_at) > known_at for r in every if r.id == record_id and r.updated_at):
+            with pytest.raises(memstrata.MemstrataError) as error:  # not recorded yet
+                self.memory.history("ns", record_id, format_instant(known_at), versions=True)
+            assert error.value.code == "memstrata.not_found"
+            then: list[Record] = []
+        else:
+            then = self.memory.history("ns", record_id, format_instant(known_at), versions=True)
+            linked = {r.id for r in self.memory.history("ns", record_id, format_instant(known_at))}
+            assert {r.id for r in then} == linked  # the chain as its links were known then
+        for chained in chain:
+            seen: list[Record] = []  # the distinct versions the snapshots held, in order
+            for _, snapshot in self.snapshots:
+                found = snapshot.get(chained.id)
+                if found is not None and (not seen or plain(seen[-1]) != plain(found)):
+                    seen.append(found)
+            listed = [r for r in every if r.id == chained.id]
+            assert [plain(r) for r in listed] == [plain(r) for r in seen], chained.id
+            ends = [r.updated_at for r in listed[1:]] + [None]
+            assert [r.known_until for r in listed] == ends, chained.id
+            if any(r.id == chained.id for r in then):
+                recorded = [r for r in listed if r.updated_at and to_us(r.updated_at) <= known_at]
+                assert [r for r in then if r.id == chained.id] == recorded, chained.id
+
 
 class PostgresKnownAtMachine(KnownAtMachine):
     backend = "postgres"

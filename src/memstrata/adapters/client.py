@@ -195,10 +195,12 @@ class Client:
         )  # fmt: skip
         return Record.model_validate_json(response.content)
 
-    def history(self, namespace: str, id: str, known_at: Any = None) -> list[Record]:
+    def history(
+        self, namespace: str, id: str, known_at: Any = None, *, versions: bool = False
+    ) -> list[Record]:
         response = self._call(
             "GET", self._records_path(namespace, id) + "/history",
-            known_at=_instant(known_at, "known_at"),
+            known_at=_instant(known_at, "known_at"), versions="true" if versions else None,
         )  # fmt: skip
         return _History.model_validate_json(response.content).versions
 

@@ -155,6 +155,11 @@ class GetMemoryInput(_Input):
 
 class MemoryHistoryInput(_Input):
     id: str = Field(min_length=1, description="The id of any memory in the revision chain.")
+    versions: bool = Field(
+        default=False,
+        description="List every stored version of each memory, rewrites in place too,"
+        " oldest first by when each was recorded.",
+    )
 
 
 MetadataInput = dict[str, str | int | float | bool]
@@ -238,7 +243,10 @@ class MemoryRecord(_Output):
     valid_from: str = Field(description="When it became true.")
     valid_to: str | None = Field(default=None, description="When it stopped being true.")
     created_at: str = Field(description="When memstrata recorded it.")
-    updated_at: str
+    updated_at: str = Field(description="When memstrata recorded this version.")
+    known_until: str | None = Field(
+        default=None, description="When a later version replaced this one (null: current)."
+    )
     deleted_at: str | None = Field(default=None, description="When it was forgotten.")
     supersedes: list[str] = Field(default_factory=list, description="Ids it replaced.")
     superseded_by: str | None = Field(default=None, description="Id of its replacement.")
@@ -436,7 +444,7 @@ class MemoryTools:
 
     def memory_history(self, args: MemoryHistoryInput, context: Context) -> MemoryHistoryResult:
         caller, namespace = self._caller(context, args.namespace)
-        versions = caller.history(namespace, args.id)
+        versions = caller.history(namespace, args.id, versions=args.versions)
         return MemoryHistoryResult(versions=[MemoryRecord.of(record) for record in versions])
 
     def add_memory(self, args: AddMemoryInput, context: Context) -> WriteResult:

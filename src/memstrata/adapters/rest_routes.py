@@ -47,7 +47,13 @@ from memstrata.config import Settings
 from memstrata.config import open_memory as open_configured
 from memstrata.domain.auth import Capability
 from memstrata.domain.errors import InvalidInput, PolicyLimit
-from memstrata.domain.records import MAX_ID_LENGTH, NAMESPACE_PATTERN, Record, UpsertResult
+from memstrata.domain.records import (
+    MAX_ID_LENGTH,
+    NAMESPACE_PATTERN,
+    Record,
+    UpsertResult,
+    history_entry,
+)
 from memstrata.domain.search import ExpireRequest, SearchRequest, SearchResult
 from memstrata.domain.time import parse_instant, to_us
 from memstrata.service import DEFAULT_CHANGES, Service
@@ -294,10 +300,16 @@ def set_embedding(ns: Namespace, record_id: RecordId, raw: WriteBody, who: Calle
     summary="Every version of the knowledge, oldest first",
 )
 def history(
-    ns: Namespace, record_id: RecordId, who: CallerDep, known_at: KnownAt = None
+    ns: Namespace,
+    record_id: RecordId,
+    who: CallerDep,
+    known_at: KnownAt = None,
+    versions: Annotated[
+        bool, Query(description="Every stored version of each record of the chain")
+    ] = False,
 ) -> Response:
-    chain = who.history(ns, record_id, _instant(known_at, "known_at"))
-    return reply({"versions": [r.to_json() for r in chain]})
+    chain = who.history(ns, record_id, _instant(known_at, "known_at"), versions=versions)
+    return reply({"versions": [history_entry(r) for r in chain]})
 
 
 @records_router.get(

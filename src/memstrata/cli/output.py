@@ -107,8 +107,19 @@ def _id_column(table: Table, ids: Sequence[str], room_beside: int) -> None:
     table.add_column("id", style="cyan", overflow="fold", no_wrap=whole)
 
 
-def records_table(records: Sequence[Record], title: str | None = None) -> Table:
-    """Records in the order given: id, content, validity, key, tags, version, status."""
+def known(record: Record) -> str:
+    """The record-time range ``recorded → replaced`` (``now`` while it is current)."""
+    if record.updated_at is None:
+        return ""
+    end = moment(record.known_until) if record.known_until else "now"
+    return f"{moment(record.updated_at)} → {end}"
+
+
+def records_table(
+    records: Sequence[Record], title: str | None = None, *, record_time: bool = False
+) -> Table:
+    """Records in the order given: id, content, validity, key, tags, version, status
+    (``record_time``: and when memstrata held each version, ``recorded → replaced``)."""
     table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
     _id_column(table, [record.id for record in records], room_beside=76)
     table.add_column("content", ratio=1, min_width=12)
@@ -117,8 +128,10 @@ def records_table(records: Sequence[Record], title: str | None = None) -> Table:
     table.add_column("tags")
     table.add_column("v", justify="right")
     table.add_column("status")
+    if record_time:
+        table.add_column("known")
     for record in records:
-        table.add_row(
+        cells: list[str | Text] = [
             record.id,
             Text(record.content),
             validity(record),
@@ -126,7 +139,8 @@ def records_table(records: Sequence[Record], title: str | None = None) -> Table:
             Text(", ".join(record.tags)),
             str(record.version or ""),
             status(record),
-        )
+        ]
+        table.add_row(*cells, *([known(record)] if record_time else []))
     return table
 
 

@@ -33,7 +33,7 @@ from memstrata.cli.options import (
     parse_wheres,
     record_fields,
 )
-from memstrata.domain.records import UpsertResult
+from memstrata.domain.records import UpsertResult, history_entry
 from memstrata.memory import Memory
 
 IdArgument = Annotated[str, typer.Argument(help="Record id.", show_default=False)]
@@ -144,16 +144,27 @@ def history(
     ctx: typer.Context,
     record_id: IdArgument,
     known_at: KnownAt = None,
+    versions: Annotated[
+        bool,
+        typer.Option(
+            "--versions",
+            help="Every stored version of each record of the chain (in-place rewrites"
+            " too), oldest first in record time.",
+        ),
+    ] = False,
     namespace: Namespace = "default",
     as_json: JsonOutput = False,
 ) -> None:
-    """Every version of the knowledge RECORD_ID belongs to, oldest first."""
+    """Every version of the knowledge RECORD_ID belongs to, oldest first (with
+    --versions or --known-at, each with when memstrata held it: recorded → replaced)."""
     with open_memory(ctx, create=False) as memory:
-        records = memory.history(namespace, record_id, known_at=known_at)
+        records = memory.history(namespace, record_id, known_at=known_at, versions=versions)
     if as_json:
-        output.print_json({"versions": [record.to_json() for record in records]})
+        output.print_json({"versions": [history_entry(record) for record in records]})
     else:
-        output.console().print(output.records_table(records))
+        # when the ranges differ from "recorded → now": past versions, or the past
+        shown = versions or known_at is not None
+        output.console().print(output.records_table(records, record_time=shown))
 
 
 def invalidate(

@@ -189,6 +189,14 @@ class Record(BaseModel):
         return data
 
 
+def history_entry(record: Record) -> dict[str, Any]:
+    """A history entry as JSON: the record, always with its record-time range
+    (``updated_at`` .. ``known_until``, null while it is the current version)."""
+    data = record.to_json()
+    data["known_until"] = data.get("known_until")
+    return data
+
+
 #: Fields only the store sets. A write that sends one is refused rather than having it
 #: silently ignored: a caller that thinks it can set ``trust`` or ``version`` is wrong.
 SERVER_FIELDS = (

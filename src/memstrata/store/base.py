@@ -112,9 +112,18 @@ class Store(Protocol):
         """Every version number the record has had, ascending."""
         ...
 
-    def history(self, namespace: str, record_id: str, known_at: int | None = None) -> list[Record]:
+    def history(
+        self,
+        namespace: str,
+        record_id: str,
+        known_at: int | None = None,
+        *,
+        versions: bool = False,
+    ) -> list[Record]:
         """Every record of the supersession chain through ``record_id``, oldest
-        first; as known at record time ``known_at`` when given."""
+        first; as known at record time ``known_at`` when given. With ``versions``,
+        every stored version of each of them, in record-time order, each with its
+        record-time range (``updated_at`` .. ``known_until``)."""
         ...
 
     def changes(

@@ -123,6 +123,7 @@ class SemanticServicer(pb_grpc.SemanticServicer):
     ) -> pb.HistoryResponse:
         def call(who: Caller) -> pb.HistoryResponse:
             known_at = convert.history_known_at(request)
-            return convert.history_response(who.history(request.namespace, request.id, known_at))
+            chain = who.history(request.namespace, request.id, known_at, versions=request.versions)
+            return convert.history_response(chain)
 
         return self._serve(context, "History", call)

@@ -85,6 +85,27 @@ def known_rows(
     return list(tx.execute(" UNION ALL ".join(parts), params).fetchall())
 
 
+def stored_versions(
+    d: Dialect, tx: Tx, namespace: str, record_ids: Sequence[str], known_at: int | None
+) -> list[Any]:
+    """Every stored version of the named records (``COLUMNS``, then when that version
+    was replaced or NULL while current): the replaced ones of ``record_past`` and the
+    current row; with ``known_at``, those already recorded then."""
+    parts, params = [], []
+    for table, column, since, until in (
+        ("records", "rowid", "updated_at", "CAST(NULL AS BIGINT)"),
+        ("record_past", "record", "known_from", "r.known_to"),
+    ):
+        test, test_params = d.in_list("r.id", record_ids)
+        recorded = "" if known_at is None else f" AND r.{since} <= ?"
+        parts.append(
+            f"SELECT {prefixed('r', column)}, {until} AS known_until FROM {table} r"
+            f" WHERE r.namespace = ? AND {test}{recorded}"
+        )
+        params += [namespace, *test_params, *([] if known_at is None else [known_at])]
+    return list(tx.execute(" UNION ALL ".join(parts), params).fetchall())
+
+
 def backfill(tx: Tx) -> None:
     """Fills the past from ``record_versions`` (a store written before record time was
     kept): every version but the current one, known until the next version's

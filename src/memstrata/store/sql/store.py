@@ -27,7 +27,7 @@ from memstrata.store.graph import Graph
 from memstrata.store.sql import expiry, lexical
 from memstrata.store.sql.dialect import Database, Dialect, Lane, Tx
 from memstrata.store.sql.maintenance import Finding, Read
-from memstrata.store.sql.past import known_rows
+from memstrata.store.sql.past import known_rows, stored_versions
 from memstrata.store.sql.rows import COLUMNS, record_from_row, record_from_snapshot
 from memstrata.store.sql.scope import metadata_clause
 from memstrata.store.sql.writes import Writes, fetch, missing
@@ -234,10 +234,18 @@ class SqlStore:
             record.known_until = from_us(row[-1])
         return record
 
-    def history(self, namespace: str, record_id: str, known_at: int | None = None) -> list[Record]:
+    def history(
+        self,
+        namespace: str,
+        record_id: str,
+        known_at: int | None = None,
+        *,
+        versions: bool = False,
+    ) -> list[Record]:
         """Every record of the chain through ``record_id``, oldest first (each as known
         at ``known_at``, when given). The walk remembers where it has been and stops at
-        missing links."""
+        missing links. With ``versions``, every stored version of each record of the
+        chain instead (recorded by ``known_at``, when given), in record-time order."""
 
         def read(tx: Tx, link: str) -> Record | None:
             if known_at is not None:
@@ -265,7 +273,21 @@ class SqlStore:
                     if linked is not None:
                         chain[link] = linked
                         frontier.append(linked)
-        return sorted(chain.values(), key=lambda r: (r.valid_from, r.created_at, r.version, r.id))
+            records = sorted(
+                chain.values(), key=lambda r: (r.valid_from, r.created_at, r.version, r.id)
+            )
+            if not versions:
+                return records
+            rows = stored_versions(self.dialect, tx, namespace, list(chain), known_at)
+        place = {record.id: n for n, record in enumerate(records)}
+        every = []
+        for row in rows:
+            version = record_from_row(row)
+            if row[-1] is not None:
+                version.known_until = from_us(row[-1])
+            every.append(version)
+        # record time first; versions written together keep the chain's order
+        return sorted(every, key=lambda r: (r.updated_at, place[r.id], r.version))
 
     def changes(
         self, namespace: str, since: int, until: int, *, after: int | None, limit: int

@@ -349,14 +349,16 @@ class ExpireResponse(_message.Message):
     def __init__(self, affected: _Optional[int] = ...) -> None: ...
 
 class HistoryRequest(_message.Message):
-    __slots__ = ("namespace", "id", "known_at")
+    __slots__ = ("namespace", "id", "known_at", "versions")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     KNOWN_AT_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     id: str
     known_at: _timestamp_pb2.Timestamp
-    def __init__(self, namespace: _Optional[str] = ..., id: _Optional[str] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    versions: bool
+    def __init__(self, namespace: _Optional[str] = ..., id: _Optional[str] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., versions: _Optional[bool] = ...) -> None: ...
 
 class HistoryResponse(_message.Message):
     __slots__ = ("versions",)
