@@ -28,7 +28,44 @@ def load(results: Path) -> dict[str, Any]:
         path = results / f"{name}.json"
         if path.exists():
             found[name] = json.loads(path.read_text())
+    known = [json.loads(p.read_text()) for p in sorted(results.glob("known_at_*.json"))]
+    if known:
+        found["known_at"] = sorted(known, key=lambda r: (r["size"], r["backend"] != "sqlite"))
     return found
+
+
+def known_at_tables(runs: list[dict[str, Any]]) -> list[str]:
+    """Record-time travel (``bench.known_at``): each lane's p50 now and ``known_at`` a
+    past instant, with their ratio, per size and backend."""
+    lines = [
+        "`python -m bench.known_at SIZE --queries 20 [--postgres URL] --out "
+        "bench/results/known_at_<size>_<backend>.json`: a tenth of the records revised "
+        "after the past instant, a twentieth soft-deleted; each query current and "
+        "`known_at` in turn. p50 ms (ratio known_at / current, same run).",
+        "",
+        "| size | backend | load | " + " | ".join(LANES_KNOWN) + " |",
+        "|---|---|---|" + "---:|" * len(LANES_KNOWN),
+    ]
+    for run in runs:
+        cells = []
+        for lane in LANES_KNOWN:
+            case = run["cases"].get(lane)
+            if case is None:
+                cells.append("—")
+                continue
+            now, then = case["current"]["p50_ms"], case["known_at"]["p50_ms"]
+            cells.append(f"{now:.1f} → {then:.1f} ({fmt_ratio(case['p50_ratio'])})")
+        load_avg = run.get("machine", {}).get("loadavg", ["?"])[0]
+        lines.append(
+            f"| {run['size']:,} | {run['backend']} | {load_avg} | " + " | ".join(cells) + " |"
+        )
+    lines.append("")
+    return lines
+
+
+LANES_KNOWN = (
+    "lexical", "lexical_filtered", "semantic", "semantic_filtered", "hybrid", "hybrid_filtered",
+)  # fmt: skip
 
 
 def fmt_ratio(value: float | None) -> str:
@@ -239,6 +276,9 @@ def render(results: Path) -> Path:
         lines += ["![time-awareness](time_awareness.png)", ""]
     if "cold_cli" in found:
         lines += ["## Cold CLI", "", *cold_tables(found["cold_cli"])]
+    if "known_at" in found:
+        lines += ["## Record time: `known_at` beside the current search", ""]
+        lines += known_at_tables(found["known_at"])
     out = results / "summary.md"
     out.write_text("\n".join(lines))
     plots(found, results)

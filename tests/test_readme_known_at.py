@@ -14,15 +14,15 @@ def _example() -> str:
     text = (ROOT / "README.md").read_text()
     section = text.split("## Record time", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
-    assert len(blocks) == 1
-    return blocks[0]
+    assert len(blocks) == 2  # the worked example, then history with every version
+    return "".join(blocks)
 
 
 def test_the_worked_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MEMSTRATA_EMBEDDER", "hash")  # offline and fast; the example is lexical
     code = _example()
-    assert "known_at=recorded" in code
+    assert "known_at=recorded" in code and "versions=True" in code
     scope: dict[str, object] = {}
     exec(compile(code, "README.md", "exec"), scope)  # our own document
     scope["m"].close()  # type: ignore[attr-defined]
