@@ -45,7 +45,7 @@ from memstrata.domain.search import (
     query_words,
 )
 from memstrata.domain.time import now_us
-from memstrata.domain.vectors import MAX_COUNT, MAX_INT64
+from memstrata.domain.vectors import MAX_COUNT, MAX_INT64, unit_rows
 from memstrata.domain.words import check_language, query_terms
 from memstrata.embedding.base import Embedder
 from memstrata.embedding.binding import EmbedderBinding, check_dimensions
@@ -228,14 +228,22 @@ class Service(GraphMethods):
     # -- writes ---------------------------------------------------------------
 
     def upsert(
-        self, namespace: str, records: Sequence[Record], *, actor: str = LOCAL_ACTOR
+        self,
+        namespace: str,
+        records: Sequence[Record],
+        *,
+        actor: str = LOCAL_ACTOR,
+        units: np.ndarray | None = None,
     ) -> UpsertResult:
         """Validates and writes ``records`` as one all-or-nothing batch (each created or
-        revised by the revision rules), embedding what the namespace's embedder can."""
+        revised by the revision rules), embedding what the namespace's embedder can.
+        ``units``: when every record comes with a vector, already checked (finite as
+        float32, not all zeros) by :func:`~memstrata.domain.vectors.unit_rows`, its
+        rows, in the records' order (the embedder's size is still checked here)."""
         validate_namespace(namespace)
         if not records:
             raise InvalidInput("records must hold at least one record")
-        return self.ingest(namespace, records, (), actor=actor)
+        return self.ingest(namespace, records, (), actor=actor, units=units)
 
     def ingest(
         self,
@@ -245,6 +253,7 @@ class Service(GraphMethods):
         *,
         actor: str = LOCAL_ACTOR,
         capped: bool = True,
+        units: np.ndarray | None = None,
     ) -> UpsertResult:
         """One batch of an ingestion job (import, mine): ``records`` are upserted as by
         :meth:`upsert`, and each ``(id, at)`` of ``invalidations`` is invalidated, all
@@ -256,6 +265,16 @@ class Service(GraphMethods):
             validate_record_id(record_id, "invalidations[].id")
         self.policy.check_upsert(records, count=capped)
         embedder = self.embedder_for(namespace)
+        given = [r.vector for r in records if r.vector is not None]
+        if embedder is None or not given:
+            units = None
+        elif units is not None and len(given) == len(records) == len(units):
+            if units.shape[1] != embedder.dimensions:
+                units = None  # the one-by-one checks below name the first record
+        elif len(given) == len(records):  # all checked at once; one by one if any is bad
+            units = unit_rows(given, embedder.dimensions)
+        else:
+            units = None
         prepared: list[Record] = []
         seen: set[str] = set()
         for index, record in enumerate(records):
@@ -280,11 +299,11 @@ class Service(GraphMethods):
                         f"records[{index}].vector was given but namespace {namespace!r} has "
                         "no embedder to store it under; configure one"
                     )
-                # checked here; the store keeps it at unit length (Writes.store_vector)
-                check_dimensions(embedder, record.vector, f"records[{index}].vector")
+                if units is None:  # checked here; the store keeps it at unit length
+                    check_dimensions(embedder, record.vector, f"records[{index}].vector")
             prepared.append(record)
         warnings: list[str] = []
-        if embedder is not None:
+        if embedder is not None and units is None:
             prepared = self._embed_inline(embedder, prepared, warnings)
         written = self.store.upsert(
             namespace,
@@ -293,6 +312,7 @@ class Service(GraphMethods):
             actor=actor,
             embedder_id=embedder.embedder_id if embedder else None,
             invalidations=invalidations,
+            units=units,
         )
         if warnings or self.extractor is not None:
             self._queue_if_backlog(namespace)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from tests.support.raw import backend_of, dump_tables, execute, scalar
 
+import memstrata
 from memstrata import Memory
 from memstrata.domain.records import Origin, Record
 from memstrata.store.sql.rows import snapshot_body
@@ -147,3 +148,56 @@ def test_a_versions_json_is_the_records_json(record: Record) -> None:
         "known_until",
     }  # fmt: skip
     assert set(Record.model_fields) == known, "a new field: teach snapshot_body about it"
+
+
+@pytest.mark.parametrize(
+    ("bad", "says"),
+    [
+        (float("nan"), "finite as float32"),
+        (1e39, "finite as float32"),  # finite as float64, infinite as float32
+        (None, "records[57].vector"),
+        ("x", "records[57].vector"),
+    ],
+)
+def test_a_batch_with_one_bad_vector_changes_nothing(
+    memory: Memory, store_target: str, bad: object, says: str
+) -> None:
+    """A batch's vectors are checked together (one conversion for the batch): one bad
+    value in one record refuses the whole batch, naming that record's field."""
+    memory.upsert("ns", _batch(0, 5))
+    before = dump_tables(store_target)
+    batch = _batch(5, 100)
+    vector = list(batch[57]["vector"])  # type: ignore[call-overload]
+    vector[3] = bad
+    batch[57]["vector"] = vector
+    with pytest.raises(memstrata.InvalidInput, match=r"records\[57\]\.vector") as error:
+        memory.upsert("ns", batch)
+    assert says in error.value.message
+    assert dump_tables(store_target) == before
+
+
+@pytest.mark.parametrize("what", ["zeros", "size"])
+def test_a_batch_with_a_vector_of_no_direction_or_wrong_size_changes_nothing(
+    memory: Memory, store_target: str, what: str
+) -> None:
+    before = dump_tables(store_target)
+    batch = _batch(0, 20)
+    batch[11]["vector"] = [0.0] * 256 if what == "zeros" else [1.0] * 255
+    with pytest.raises(memstrata.InvalidInput, match=r"records\[11\]\.vector"):
+        memory.upsert("ns", batch)
+    assert dump_tables(store_target) == before
+
+
+def test_vectors_checked_together_are_stored_as_one_at_a_time(memory: Memory) -> None:
+    """The batch path (floats only) and the one-at-a-time path (a vector of ints) store
+    the same unit vectors: the same scores for the same query."""
+    rng = np.random.default_rng(3)
+    vectors = [rng.integers(-5, 5, 256) for _ in range(20)]
+    memory.upsert("a", [{"id": f"v{i}", "content": "x", "vector": [float(x) for x in v]}
+                        for i, v in enumerate(vectors)])  # fmt: skip
+    memory.upsert("b", [{"id": f"v{i}", "content": "x", "vector": [int(x) for x in v]}
+                        for i, v in enumerate(vectors)])  # fmt: skip
+    query = rng.standard_normal(256).tolist()
+    a = memory.search("a", query_vector=query, top_k=20, ranking="semantic")
+    b = memory.search("b", query_vector=query, top_k=20, ranking="semantic")
+    assert [(h.record.id, h.score) for h in a.hits] == [(h.record.id, h.score) for h in b.hits]

@@ -78,7 +78,10 @@ def parse_instant(value: object, field: str) -> int:
 
 def format_instant(us: int) -> str:
     """RFC 3339, UTC, microsecond precision, ``Z``."""
-    return from_us(us).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    moment = from_us(us)
+    if moment.year >= 1000:  # isoformat is the faster; it pads years strftime does not
+        return moment.isoformat(timespec="microseconds")[:-6] + "Z"
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass(frozen=True, slots=True)

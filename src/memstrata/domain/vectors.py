@@ -8,6 +8,8 @@ whose every component is zero has no direction to compare by cosine.
 
 from __future__ import annotations
 
+import math
+import struct
 from collections.abc import Sequence
 
 import numpy as np
@@ -59,3 +61,62 @@ def checked_vector(
         raise InvalidInput(f"{field} {problem}")
     # the norm in float64: squares of large or tiny float32 values leave float32's range
     return (data / np.sqrt(np.dot(data, data))).astype(np.float32)
+
+
+def unit(vector: np.ndarray | Sequence[float]) -> np.ndarray:
+    """A unit-length float32 copy, as the store keeps it (cosine is then a dot product):
+    normalised in float32, or in float64 when the float32 norm leaves float32's range
+    (squares of very large or very small values)."""
+    data = np.asarray(vector, dtype=np.float32)
+    norm = float(np.linalg.norm(data))
+    if norm > 0 and math.isfinite(norm):
+        return data / norm
+    wide = np.asarray(vector, dtype=np.float64)
+    norm = float(np.sqrt(np.dot(wide, wide)))
+    return (wide / norm).astype(np.float32) if norm > 0 else data
+
+
+_PACKERS: dict[int, struct.Struct] = {}
+
+
+def unit_rows(
+    vectors: Sequence[Sequence[float]], dimensions: int | None = None
+) -> np.ndarray | None:
+    """A batch's vectors checked together, as the unit float32 rows :func:`unit` makes
+    of each (the same bits): one conversion of all the numbers and one pass of each
+    check over the whole batch instead of one per vector. ``None`` when any vector
+    is not a sequence of ``dimensions`` (else of the first's) real numbers passing
+    every check of :func:`vector_problem`: the caller then checks them one at a time,
+    for the message naming the first bad one and its index."""
+    if not vectors:
+        return None
+    size = len(vectors[0])
+    if size == 0 or (dimensions is not None and size != dimensions):
+        return None
+    packer = _PACKERS.get(size)
+    if packer is None:
+        packer = _PACKERS[size] = struct.Struct(f"={size}d")
+    try:  # a vector of another size, or a value that is not a real number, is refused
+        data = b"".join([packer.pack(*vector) for vector in vectors])
+    except (struct.error, TypeError):
+        return None
+    wide = np.frombuffer(data, dtype=np.float64).reshape(len(vectors), size)
+    if not np.isfinite(wide).all():
+        return None
+    if float(np.abs(wide).max()) <= _FLOAT32_MAX:
+        rows = wide.astype(np.float32)
+    else:  # large enough to be infinite as float32 (the cast decides, as one by one)
+        with np.errstate(over="ignore"):
+            rows = wide.astype(np.float32)
+        if not np.isfinite(rows).all():
+            return None
+    if not rows.any(axis=1).all():  # all zeros as float32 holds them: no direction
+        return None
+    with np.errstate(over="ignore"):  # a norm out of float32's range is taken in float64
+        for i, row in enumerate(rows):  # each norm as unit() takes it, so the bits agree
+            norm = float(np.sqrt(row.dot(row)))
+            if norm > 0 and math.isfinite(norm):
+                row /= norm
+            else:
+                rows[i] = unit(wide[i])
+    return rows

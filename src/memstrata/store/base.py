@@ -54,13 +54,15 @@ class Store(Protocol):
         actor: str,
         embedder_id: str | None = None,
         invalidations: Sequence[tuple[str, int]] = (),
+        units: np.ndarray | None = None,
     ) -> list[tuple[str, int]]:
         """Creates or revises each record (in order, as one transaction) by the
         revision rules of :mod:`memstrata.domain.rules`; a vector given with a record
-        is stored for ``embedder_id``. Then invalidates each ``(id, at)`` of
-        ``invalidations``, in the same transaction (an ingestion batch: records that
-        changed and records that vanished commit together or not at all). Returns
-        (id, version) per record."""
+        is stored for ``embedder_id`` (``units``: every record's vector as its checked
+        unit row, :func:`~memstrata.domain.vectors.unit_rows`, in the records' order).
+        Then invalidates each ``(id, at)`` of ``invalidations``, in the same
+        transaction (an ingestion batch: records that changed and records that
+        vanished commit together or not at all). Returns (id, version) per record."""
         ...
 
     def invalidate(self, namespace: str, record_id: str, at: int, *, now: int, actor: str) -> int:

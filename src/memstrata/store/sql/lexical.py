@@ -27,6 +27,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from memstrata.domain.records import Record
@@ -335,6 +336,7 @@ class LexicalWrites:
 
 
 POSTING_COLUMNS = ("namespace", "term", "record", "tf", "length")
+_TERM_AND_RECORD = itemgetter(1, 2)
 
 
 def _insert_postings(
@@ -356,6 +358,7 @@ def _insert_postings(
         ]
         if not rows:
             return
+        rows.sort(key=_TERM_AND_RECORD)  # in the key's order: each lands beside the last
         if d is not None:  # a write's postings, as its dialect inserts rows
             d.insert_rows(tx, "lexical_postings", POSTING_COLUMNS, rows)
             return

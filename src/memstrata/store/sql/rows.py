@@ -73,6 +73,12 @@ _INSTANTS = ("created_at", "updated_at", "valid_from", "valid_to", "deleted_at",
 _OPTIONAL = ("key", "source", "superseded_by", "version")
 
 
+#: ``json.dumps`` with these options, without building an encoder per call (every
+#: write makes a few).
+_SORTED_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
+_JSON = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def snapshot_body(record: Record) -> str:
     """A version's verbatim JSON (the payload is kept beside it as bytes): what
     ``record.to_json()`` holds, without the payload, built without the serialiser
@@ -98,7 +104,7 @@ def snapshot_body(record: Record) -> str:
         data["supersedes"] = record.supersedes
     if record.origin is not None:
         data["origin"] = record.origin.model_dump(mode="json", exclude_none=True)
-    return json.dumps(data, sort_keys=True, ensure_ascii=False)
+    return _SORTED_JSON(data)
 
 
 def record_from_snapshot(body: str, payload: bytes | None) -> Record:
@@ -118,8 +124,8 @@ def row_values(record: Record) -> dict[str, Any]:
         "content": record.content,
         "content_hash": record.content_hash(),
         "payload": record.payload,
-        "metadata": json.dumps(record.metadata, sort_keys=True, ensure_ascii=False),
-        "tags": json.dumps(record.tags, ensure_ascii=False),
+        "metadata": _SORTED_JSON(record.metadata) if record.metadata else "{}",
+        "tags": _JSON(record.tags) if record.tags else "[]",
         "kind": record.kind,
         "key": record.key,
         "trust": record.trust,
@@ -130,7 +136,7 @@ def row_values(record: Record) -> dict[str, Any]:
         "valid_from": to_us(record.valid_from),
         "valid_to": to_us(record.valid_to) if record.valid_to else None,
         "deleted_at": to_us(record.deleted_at) if record.deleted_at else None,
-        "supersedes": json.dumps(record.supersedes, ensure_ascii=False),
+        "supersedes": _JSON(record.supersedes) if record.supersedes else "[]",
         "superseded_by": record.superseded_by,
         "version": record.version,
     }

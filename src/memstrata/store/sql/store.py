@@ -114,9 +114,10 @@ class SqlStore:
         actor: str,
         embedder_id: str | None = None,
         invalidations: Sequence[tuple[str, int]] = (),
+        units: np.ndarray | None = None,
     ) -> list[tuple[str, int]]:
         def work(w: Writes) -> list[tuple[str, int]]:
-            written = w.upsert(records, embedder_id)
+            written = w.upsert(records, embedder_id, units)
             for record_id, at in invalidations:
                 w.invalidate(record_id, at)
             return written

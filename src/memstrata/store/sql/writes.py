@@ -10,7 +10,6 @@ appends to the ledger.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +19,7 @@ from memstrata.domain import rules
 from memstrata.domain.errors import NotFound
 from memstrata.domain.records import Record, inheriting
 from memstrata.domain.time import from_us
+from memstrata.domain.vectors import unit
 from memstrata.store import graph
 from memstrata.store.sql import past
 from memstrata.store.sql.dialect import Dialect, Tx, chunks
@@ -51,18 +51,6 @@ def fetch(
 
 def missing(record_id: str, namespace: str) -> NotFound:
     return NotFound(f"record {record_id!r} does not exist in namespace {namespace!r}")
-
-
-def unit(vector: np.ndarray | Sequence[float]) -> np.ndarray:
-    """A unit-length float32 copy: cosine similarity is then a dot product."""
-    data = np.asarray(vector, dtype=np.float32)
-    norm = float(np.linalg.norm(data))
-    if norm > 0 and math.isfinite(norm):
-        return data / norm
-    # squares of very large or very small values leave float32's range: the norm in float64
-    wide = np.asarray(vector, dtype=np.float64)
-    norm = float(np.sqrt(np.dot(wide, wide)))
-    return (wide / norm).astype(np.float32) if norm > 0 else data
 
 
 class Writes:
@@ -176,6 +164,10 @@ class Writes:
     ) -> None:
         self.d.store_vector(self.tx, self.namespace, rowid, embedder_id, unit(vector))
 
+    def store_unit(self, rowid: int, embedder_id: str, row: np.ndarray) -> None:
+        """Stores ``row``, a vector already checked and at unit length (``unit_rows``)."""
+        self.d.store_vector(self.tx, self.namespace, rowid, embedder_id, row)
+
     # -- upsert -------------------------------------------------------------------------
 
     def _key_holder(self, key: str, record_id: str) -> str | None:
@@ -215,7 +207,12 @@ class Writes:
         return old
 
     def _upsert_one(
-        self, index: int, incoming: Record, document: Document, embedder_id: str | None
+        self,
+        index: int,
+        incoming: Record,
+        document: Document,
+        embedder_id: str | None,
+        unit_row: np.ndarray | None,
     ) -> tuple[str, int]:
         field = f"records[{index}]"
         found = self.lookup(incoming.id)
@@ -241,13 +238,19 @@ class Writes:
             assert existing is not None
             self.d.keep_vectors(self.tx, self.namespace, rowid, existing.content_hash())
             self.d.withdraw_vectors(self.tx, self.namespace, rowid=rowid)
-        if incoming.vector is not None and embedder_id is not None:
+        if unit_row is not None and embedder_id is not None:
+            self.store_unit(rowid, embedder_id, unit_row)
+        elif incoming.vector is not None and embedder_id is not None:
             self.store_vector(rowid, embedder_id, incoming.vector)
         assert record.version is not None
         self.ledger(rules.write_op(existing, record), record.id, record.version)
         return record.id, record.version
 
-    def upsert(self, records: Sequence[Record], embedder_id: str | None) -> list[tuple[str, int]]:
+    def upsert(
+        self, records: Sequence[Record], embedder_id: str | None, units: np.ndarray | None = None
+    ) -> list[tuple[str, int]]:
+        """Creates or revises each record in turn (``units``: each one's vector as its
+        checked unit row, in order)."""
         self.ensure_namespace()
         self.lexical.language()  # locked before any record: one order for every writer
         self.prefetch([r.id for r in records] + [old for r in records for old in r.supersedes])
@@ -256,7 +259,9 @@ class Writes:
             self._rowids += sorted(self.d.reserve_rowids(self.tx, new))
         documents = [self.lexical.document(r.content) for r in records]
         return [
-            self._upsert_one(i, record, documents[i], embedder_id)
+            self._upsert_one(
+                i, record, documents[i], embedder_id, None if units is None else units[i]
+            )
             for i, record in enumerate(records)
         ]
 
