@@ -100,8 +100,9 @@ def _fold(word: str) -> str:
 
 def words(text: str) -> list[str]:
     """The folded words of ``text``, in order (no stop words removed, nothing stemmed)."""
-    if not text.isascii():
-        text = unicodedata.normalize("NFC", text)
+    if text.isascii():  # folding is lower case alone: once for the text, not per word
+        return [word[:MAX_TERM] for word in _WORD.findall(text.lower())]
+    text = unicodedata.normalize("NFC", text)
     return [_fold(word)[:MAX_TERM] for word in _WORD.findall(text)]
 
 
