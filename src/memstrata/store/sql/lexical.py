@@ -122,7 +122,7 @@ def search(d: Dialect, lane: Lane) -> list[tuple[Record, float]]:
         w = weights(documents, length, df, terms)
         if not w.terms:
             return []
-        where, params = scope_clause(d, "r", namespace, request, lane.window)
+        where, params = scope_clause(d, "r", namespace, request, lane.window, probed=True)
         rows = _ranked(d, tx, namespace, w, where, params, lane.limit)
     return hits(rows, request, lambda row: int(row[-1]) / SCALE)
 
@@ -162,7 +162,7 @@ def _known(d: Dialect, tx: Tx, lane: Lane, w: Weights) -> list[tuple[Record, flo
     if not w.terms:
         return []
     current, replaced = known_scope(
-        d, "r", lane.namespace, lane.request, lane.window, lane.known_at
+        d, "r", lane.namespace, lane.request, lane.window, lane.known_at, probed=True
     )
     rows = _ranked(d, tx, lane.namespace, w, current.where, current.params, lane.limit)
     values = ", ".join("(?, ?)" for _ in w.terms)

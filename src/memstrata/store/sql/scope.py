@@ -143,13 +143,17 @@ def scope_clause(
     request: SearchRequest,
     window: Window | None,
     rows: tuple[str, str] = CURRENT_ROWS,
+    *,
+    probed: bool = False,
 ) -> tuple[str, list[Any]]:
     """The full pre-filter for one search, as SQL over ``records`` aliased ``alias``
     (or over ``record_past``, whose scope rows are ``PAST_ROWS``).
 
     Tag and metadata filters are presumed selective: when there are any (and no key,
     which has its own index), the namespace and temporal terms are written unindexed
-    so the scan is driven from the filter's index, not the namespace."""
+    so the scan is driven from the filter's index, not the namespace. ``probed``: the
+    rows are reached from elsewhere (the lexical lane's postings), so each member is a
+    test of the row, never a list the planner walks for every row it reaches."""
     members = _members(d, request.filter, request.predicates, request.tags, rows)
     by_membership = request.key is None and bool(members)
     namespace_column = f"{alias}.namespace"
@@ -159,9 +163,8 @@ def scope_clause(
         key_test, key_params = d.text_equals(f"{alias}.key", request.key)
         clauses.append(key_test)
         params += key_params
-    member_clauses, member_params = _placed(
-        d, members, namespace_column, f"{alias}.rowid", namespace
-    )
+    rowid = d.unindexed(f"{alias}.rowid") if probed else f"{alias}.rowid"
+    member_clauses, member_params = _placed(d, members, namespace_column, rowid, namespace)
     record_clauses, record_params = _record_clauses(d, alias, request, by_membership)
     temporal, temporal_params = temporal_clause(d, alias, window, use_index=not by_membership)
     clauses += [*member_clauses, *record_clauses, temporal]
@@ -225,6 +228,8 @@ def known_scope(
     request: SearchRequest,
     window: Window | None,
     known_at: int,
+    *,
+    probed: bool = False,
 ) -> tuple[Known, Known]:
     """The search's scope over the records as known at ``known_at``: the same scope
     clause on each half, each with its record-time clause. Each record is in at most
@@ -234,7 +239,7 @@ def known_scope(
         ("records", "rowid", CURRENT_ROWS, False),
         ("record_past", "record", PAST_ROWS, True),
     ):
-        where, params = scope_clause(d, alias, namespace, request, window, rows)
+        where, params = scope_clause(d, alias, namespace, request, window, rows, probed=probed)
         known, known_params = known_clause(alias, known_at, past=past)
         halves.append(Known(table, record, f"{where} AND {known}", [*params, *known_params]))
     return halves[0], halves[1]
