@@ -54,7 +54,7 @@ from memstrata.domain.validation import parse_model
 from memstrata.embedding import HashEmbedder
 from memstrata.store.postgres import vectors as pg_vectors
 from memstrata.store.postgres.connection import with_schema
-from memstrata.store.postgres.dialect import EXACT_LIMIT, PostgresDialect
+from memstrata.store.postgres.dialect import EXACT_LIMIT, SCOPE_ROWS, PostgresDialect
 from memstrata.store.sql.rows import prefixed
 from memstrata.store.sql.scope import scope_clause, scope_rowids
 from memstrata.store.sql.store import SqlStore
@@ -168,8 +168,46 @@ class Postgres:
             shutil.rmtree(self.home, ignore_errors=True)
 
 
+class _Captured:
+    """A connection that keeps the statements run through it (to explain them)."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.statements: list[tuple[Any, Any]] = []
+
+    def execute(self, sql: Any, params: Any = None) -> Any:
+        self.statements.append((sql, params))
+        return self.conn.execute(sql, params)
+
+
+def round_trips(m: memstrata.Memory, search: dict[str, Any]) -> dict[str, Any]:
+    """What one PostgreSQL search sends (libpq's trace of every pooled connection):
+    its statements and the round trips they cost (a Sync or a simple Query each)."""
+    store = m.service.store
+    assert isinstance(store, SqlStore) and isinstance(store.dialect, PostgresDialect)
+    pool = store.dialect.db.pool
+    m.search(NS, **search)  # a warm connection
+    with tempfile.TemporaryFile("w+") as trace:
+        connections = list(pool._pool)  # the idle ones; a search takes one of them
+        for conn in connections:
+            conn.pgconn.trace(trace.fileno())
+            conn.pgconn.set_trace_flags(1)  # no timestamps
+        try:
+            m.search(NS, **search)
+        finally:
+            for conn in connections:
+                conn.pgconn.untrace()
+        trace.seek(0)
+        sent = re.findall(r"^F\t\d+\t(\w+)", trace.read(), re.M)
+    return {"round_trips": sum(name in ("Sync", "Query") for name in sent),
+            "statements": sum(name in ("Execute", "Query") for name in sent),
+            "messages": sent}  # fmt: skip
+
+
 def explain(store: SqlStore, data: Data, room: int) -> dict[str, list[str]]:
-    """The plans PostgreSQL chooses for one filtered query, exact and by the index."""
+    """The plans PostgreSQL chooses for one filtered query: the statement the exact
+    lane runs (as shipped, vectors.scope_ranked) and the HNSW statement with the
+    scope's clauses (the lane of scopes too large to read whole)."""
     request = parse_model(SearchRequest, {"query_vector": data.queries[0].tolist(),
                                           "filter": {"room": f"room-{room}"}})  # fmt: skip
     window = request.window(now_us())
@@ -178,10 +216,14 @@ def explain(store: SqlStore, data: Data, room: int) -> dict[str, list[str]]:
     plans = {}
     query = data.queries[0]
     scope, scope_params = scope_rowids(store.dialect, NS, request, window)
+    with store.db.connection() as conn:
+        captured = _Captured(conn)
+        pg_vectors.scope_ranked(
+            captured, NS, scope, scope_params, embedder_id, query, TOP_K,  # type: ignore[arg-type]
+            exact_limit=EXACT_LIMIT, most=SCOPE_ROWS, columns=prefixed("r"),
+        )  # fmt: skip
     built = {
-        "exact": pg_vectors.exact_query(
-            NS, scope, scope_params, embedder_id, query, TOP_K, scope_limit=EXACT_LIMIT
-        ),
+        "exact": captured.statements[-1],
         "hnsw": pg_vectors.approximate_query(
             NS, prefixed("r"), where, params, embedder_id, query, TOP_K
         ),
@@ -191,7 +233,8 @@ def explain(store: SqlStore, data: Data, room: int) -> dict[str, list[str]]:
         for name, statement in built.items():
             assert statement is not None
             sql, values = statement
-            explained = "EXPLAIN (ANALYZE, COSTS OFF) " + sql.replace("?", "%s")
+            text = sql if isinstance(sql, str) else sql.decode()
+            explained = "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + text.replace("?", "%s")
             rows = conn.execute(explained.encode(), values)
             plans[name] = [re.sub(r"'\[[^']*\]'", "'[…]'", row[0]) for row in rows]
     return plans
@@ -227,7 +270,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "loadavg_start": os.getloadavg()},
         "postgres": {"server": pg.versions[0] if pg.versions else None,
                      "pgvector": pg.versions[1] if pg.versions else None,
-                     "exact_limit": EXACT_LIMIT},
+                     "exact_limit": EXACT_LIMIT, "scope_rows": SCOPE_ROWS},
         "size": args.size, "dimensions": DIMENSIONS, "queries": args.queries,
         "in_scope": {"filtered": int((data.current & (data.room == 0)).sum()),
                      "wide": int(data.current.sum())},
@@ -258,6 +301,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         exact.service.store.dialect.exact_limit = args.size  # every scope ranked exactly
         variants = {**memories, "postgres-hnsw": forced, "postgres-exact": exact}
         result["plans"] = explain(pg_store, data, int(data.query_rooms[0]))
+        room = f"room-{int(data.query_rooms[0])}"
+        vector = data.queries[0].tolist()
+        result["round_trips"] = {
+            case: round_trips(memories["postgres"], dict(search, top_k=TOP_K, ids_only=True))
+            for case, search in (
+                ("filtered semantic", {"query_vector": vector, "filter": {"room": room}}),
+                ("filtered hybrid", {"query": data.query_texts[0], "ranking": "hybrid",
+                                     "filter": {"room": room}}),
+                ("wide semantic", {"query_vector": vector}),
+            )
+        }  # fmt: skip
         result["search"] = measure(variants, data, embedder, args)
         # steady state: more writes into the loaded store, the HNSW index now maintained
         extra = data.batch(0, min(args.extra, data.size))

@@ -20,7 +20,8 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import psycopg
-from psycopg import errors
+from psycopg import IsolationLevel, errors
+from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memstrata.domain.errors import InvalidInput, StorageUnavailable
@@ -318,9 +319,17 @@ class Database:
     @contextmanager
     def snapshot(self) -> Iterator[Connection]:
         """A read-only transaction: every statement inside sees the same committed state."""
-        with self._pooled() as conn, conn.transaction():
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            yield Connection(conn)
+        with self._pooled() as conn:
+            # the BEGIN itself names the isolation: no SET TRANSACTION round trip
+            conn.isolation_level, conn.read_only = IsolationLevel.REPEATABLE_READ, True
+            try:
+                with conn.transaction():
+                    yield Connection(conn)
+            finally:
+                # back to the pool's default for the next user; a connection that broke
+                # (not idle) is discarded by the pool, settings and all
+                if conn.pgconn.transaction_status == TransactionStatus.IDLE:
+                    conn.isolation_level, conn.read_only = None, None
 
     @contextmanager
     def pipelined(self) -> Iterator[Connection]:

@@ -298,15 +298,30 @@ class PostgresDialect(Dialect):
         namespace, request, window, limit = lane.namespace, lane.request, lane.window, lane.limit
         dimensions = int(query.shape[0])
         scope, scope_params = scope_rowids(self, namespace, request, window)
-        build = False
-        with self.db.snapshot() as conn:
-            exact = min(self.exact_limit, SCOPE_ROWS)
-            total, embedded, rowids, ranked = vectors.scope_ranked(
+        exact = min(self.exact_limit, SCOPE_ROWS)
+        ef_search = min(1000, max(EF_SEARCH, OVERFETCH * limit))
+        # One statement, which is its own snapshot: a scope ranked exactly (the common
+        # case) costs a single round trip — no BEGIN, no COMMIT.
+        with self.db.connection() as conn:
+            total, embedded, _, ranked = vectors.scope_ranked(
                 conn, namespace, scope, scope_params, embedder_id, query, limit,
                 exact_limit=exact, most=SCOPE_ROWS, columns=prefixed("r"),
             )  # fmt: skip
-            if total <= exact:  # ranked exactly, records and all
-                return best(hits(ranked, request, _last), limit), total - embedded
+        if total <= exact:  # ranked exactly, records and all
+            return best(hits(ranked, request, _last), limit), total - embedded
+        # A larger scope: the statements that follow share one snapshot, which decides
+        # again (a write may have moved the scope across a limit since).
+        build = False
+        with self.db.snapshot() as conn:
+            rowids = None
+            if total <= SCOPE_ROWS:
+                total, embedded, rowids, ranked = vectors.scope_ranked(
+                    conn, namespace, scope, scope_params, embedder_id, query, limit,
+                    exact_limit=exact, most=SCOPE_ROWS, columns=prefixed("r"),
+                    ef_search=ef_search,
+                )  # fmt: skip
+                if total <= exact:
+                    return best(hits(ranked, request, _last), limit), total - embedded
             if rowids is not None:  # read whole: the index tests the rowids
                 by_rowid = self._semantic_rowids(conn, lane, embedder_id, query, rowids)
                 if by_rowid is None:
@@ -316,9 +331,10 @@ class PostgresDialect(Dialect):
                     )
                 embedded, chosen = by_rowid
             else:
+                # counted whole (the one pass over it), the index's settings applied
                 total, embedded, chosen = vectors.exact(
                     conn, namespace, scope, scope_params, embedder_id, query, limit,
-                    scope_limit=self.exact_limit,
+                    scope_limit=self.exact_limit, ef_search=ef_search,
                 )  # fmt: skip
             if total > max(self.exact_limit, SCOPE_ROWS):
                 # a large scope, counted whole: the index answers if enough is embedded
@@ -332,6 +348,7 @@ class PostgresDialect(Dialect):
                     if found is not None and len(found) >= min(limit, embedded):
                         return hits(found[:limit], request, _last), total - embedded
                 # no index (yet), or it ran out before the scope did: rank exactly
+                vectors.plain_sort(conn)
                 total, embedded, chosen = vectors.exact(
                     conn, namespace, scope, scope_params, embedder_id, query, limit
                 )
@@ -358,10 +375,9 @@ class PostgresDialect(Dialect):
             return vectors.scope_exact(conn, namespace, rowids, embedder_id, query, limit)
         if not self._indexes.ready(conn, dimensions):
             return None
-        found = vectors.scope_approximate(
-            conn, namespace, rowids, embedder_id, query, OVERFETCH * limit,
-            ef_search=min(1000, max(EF_SEARCH, OVERFETCH * limit)),
-        )  # fmt: skip
+        found = vectors.scope_approximate(  # the settings came with the rowids
+            conn, namespace, rowids, embedder_id, query, OVERFETCH * limit, ef_search=None
+        )
         if found is not None:
             embedded, chosen = found
             if len(chosen) >= min(limit, embedded):
@@ -378,9 +394,9 @@ class PostgresDialect(Dialect):
         limit = lane.limit
         # the relaxed scan's first rows are not always the nearest: read four times
         # as many, keep the best (bench/backends.py measures recall@10)
-        return vectors.approximate(
+        return vectors.approximate(  # the settings came with the count
             conn, lane.namespace, prefixed("r"), where, params, embedder_id, query,
-            OVERFETCH * limit, ef_search=min(1000, max(EF_SEARCH, OVERFETCH * limit)),
+            OVERFETCH * limit, ef_search=None,
         )  # fmt: skip
 
     def build_vector_index(self, dimensions: int) -> None:

@@ -172,6 +172,25 @@ def _state(conn: Connection, dimensions: int) -> bool | None:
     return None if row is None else bool(row[0])
 
 
+#: The best rows of a ``scored`` (record, similarity) CTE, as ``b``: the ``limit``
+#: highest (the next parameter) by a bounded sort (top-N, not a sort of the whole
+#: scope), then every row at least as similar as the last of them: ties at the edge
+#: come along (the caller breaks ties by id, which it reads with the rows).
+_BEST = (
+    "top AS (SELECT similarity FROM scored ORDER BY similarity DESC LIMIT %s),"
+    " b AS (SELECT record, similarity FROM scored"
+    " WHERE similarity >= (SELECT min(similarity) FROM top))"
+)
+
+
+def _settings(ef_search: int | None) -> tuple[str, list[Any]]:
+    """A select-list entry that applies :func:`iterative_scan`'s settings as the
+    statement runs (local to the transaction): the statements after it plan with them."""
+    if ef_search is None:
+        return "", []
+    return f", ({SCAN_SETTINGS}) AS settings", [str(ef_search)]
+
+
 def exact_query(
     namespace: str,
     scope: str,
@@ -180,6 +199,7 @@ def exact_query(
     query: np.ndarray,
     limit: int,
     scope_limit: int | None = None,
+    ef_search: int | None = None,
 ) -> tuple[str, list[Any]]:
     """Every in-scope vector scored, in one statement. One row per chosen record:
     (in-scope count, embedded count, rowid, similarity), the best ``limit`` by
@@ -188,9 +208,12 @@ def exact_query(
 
     With ``scope_limit``, a scope larger than that is counted (its records and those
     with a vector, from the vectors' key alone) and nothing is scored: the counts
-    the index lane needs, from the same pass over the scope."""
+    the index lane needs, from the same pass over the scope. With ``ef_search``, the
+    statement also makes this transaction's HNSW scans iterative (:data:`SCAN_SETTINGS`),
+    for the index statement that follows it: no round trip of their own."""
     within = "" if scope_limit is None else " WHERE (SELECT total FROM c) <= %s"
     checks = [] if scope_limit is None else [scope_limit]
+    settings, setting_params = _settings(ef_search)
     joined = (
         " JOIN vectors v ON v.namespace = %s AND v.record = s.record"
         " AND v.embedder_id = %s AND v.dimensions = %s"
@@ -199,12 +222,11 @@ def exact_query(
     return (
         f"WITH s AS MATERIALIZED (SELECT * FROM ({scope}) q),"
         " c AS MATERIALIZED (SELECT (SELECT count(*) FROM s) AS total,"
-        f" (SELECT count(*) FROM s{joined}) AS embedded),"
-        f" scored AS (SELECT s.record, -(v.embedding <#> %b) AS similarity FROM s{joined}{within})"
-        " SELECT c.total, c.embedded, b.record, b.similarity FROM c"
-        " LEFT JOIN (SELECT record, similarity, rank() OVER (ORDER BY similarity DESC) AS place"
-        " FROM scored) b ON b.place <= %s",
-        [*scope_params, *vector, query, *vector, *checks, limit],
+        f" (SELECT count(*) FROM s{joined}) AS embedded{settings}),"
+        " scored AS MATERIALIZED (SELECT s.record, -(v.embedding <#> %b) AS similarity"
+        f" FROM s{joined}{within}), {_BEST}"
+        " SELECT c.total, c.embedded, b.record, b.similarity FROM c LEFT JOIN b ON TRUE",
+        [*scope_params, *vector, *setting_params, query, *vector, *checks, limit],
     )  # fmt: skip
 
 
@@ -255,9 +277,8 @@ def scope_exact(
     vectors_of, params = _by_rowids(namespace, embedder_id, query)
     rows = conn.execute(
         f"WITH scored AS MATERIALIZED (SELECT v.record, -(v.embedding <#> %b) AS similarity"
-        f"{vectors_of}) SELECT (SELECT count(*) FROM scored), b.record, b.similarity"
-        " FROM (SELECT 1) one LEFT JOIN (SELECT record, similarity,"
-        " rank() OVER (ORDER BY similarity DESC) AS place FROM scored) b ON b.place <= %s",
+        f"{vectors_of}), {_BEST} SELECT (SELECT count(*) FROM scored), b.record, b.similarity"
+        " FROM (SELECT 1) one LEFT JOIN b ON TRUE",
         [query, *params, rowids, limit],
     ).fetchall()  # fmt: skip
     chosen = {int(row[1]): float(row[2]) for row in rows if row[1] is not None}
@@ -266,18 +287,20 @@ def scope_exact(
 
 def scope_approximate(
     conn: Connection, namespace: str, rowids: str, embedder_id: str, query: np.ndarray,
-    limit: int, ef_search: int,
+    limit: int, ef_search: int | None,
 ) -> tuple[int, dict[int, float]] | None:  # fmt: skip
     """The nearest of the given records by the dimension's HNSW index, in relaxed
     order, the rowids tested during the scan (a hashed array: one look-up per row the
     index yields): (how many of them have a vector, similarity by rowid of the
-    ``limit`` found). None when the dimension has no index."""
+    ``limit`` found). None when the dimension has no index. ``ef_search`` None: the
+    transaction's scans are iterative already (a statement before applied the settings)."""
     dimensions = int(query.shape[0])
     expression, kind = index_expression(dimensions), index_type(dimensions)
     if expression is None or kind is None:
         return None
     vectors_of, params = _by_rowids(namespace, embedder_id, query)
-    iterative_scan(conn, ef_search)
+    if ef_search is not None:
+        iterative_scan(conn, ef_search)
     rows = conn.execute(
         f"SELECT (SELECT count(*){vectors_of}), n.record, n.similarity FROM (SELECT 1) one"
         f" LEFT JOIN (SELECT v.record, -(v.embedding <#> %b) AS similarity{vectors_of}"
@@ -291,31 +314,33 @@ def scope_approximate(
 def scope_ranked(
     conn: Connection, namespace: str, scope: str, scope_params: list[Any], embedder_id: str,
     query: np.ndarray, limit: int, *, exact_limit: int, most: int, columns: str,
+    ef_search: int | None = None,
 ) -> tuple[int, int, str | None, list[tuple[Any, ...]]]:  # fmt: skip
     """One statement: the scope read once (at most ``most`` + 1 rowids), and if it
     holds at most ``exact_limit`` records, every vector of theirs scored, found by
     rowid (a walk of the vectors' primary key along the sorted array), and the best
     ``limit`` (and any tied with the last) returned with their records' ``columns``.
+    With ``ef_search``, it also applies :data:`SCAN_SETTINGS` for the index statement
+    that may follow in the same transaction.
 
     Returns (in-scope count, embedded count, the rowids as an array's text when the
     scope is larger than ``exact_limit`` but not than ``most``, rows: ``columns``
     then similarity)."""
     vectors_of, params = _by_rowids(namespace, embedder_id, query)
     vectors_of = vectors_of.replace("%s::bigint[]", "CAST((SELECT rowids FROM a) AS bigint[])")
+    settings, setting_params = _settings(ef_search)
     rows = conn.execute(
         f"WITH s AS MATERIALIZED (SELECT record FROM ({scope}) q LIMIT %s),"
         " a AS MATERIALIZED (SELECT count(*) AS total,"
-        " coalesce(array_agg(record), '{}') AS rowids FROM s),"
+        f" coalesce(array_agg(record), '{{}}') AS rowids{settings} FROM s),"
         f" scored AS MATERIALIZED (SELECT v.record, -(v.embedding <#> %b) AS similarity"
-        f"{vectors_of} AND (SELECT total FROM a) <= %s),"
-        " b AS (SELECT record, similarity, rank() OVER (ORDER BY similarity DESC) AS place"
-        " FROM scored)"
+        f"{vectors_of} AND (SELECT total FROM a) <= %s), {_BEST}"
         " SELECT a.total, (SELECT count(*) FROM scored),"
         " CASE WHEN a.total > %s AND a.total <= %s THEN a.rowids::text END,"
-        f" {columns}, b.similarity FROM a LEFT JOIN b ON b.place <= %s"
+        f" {columns}, b.similarity FROM a LEFT JOIN b ON TRUE"
         " LEFT JOIN records r ON r.namespace = %s AND r.rowid = b.record",
-        [*scope_params, most + 1, query, *params, exact_limit, exact_limit, most, limit,
-         namespace],
+        [*scope_params, most + 1, *setting_params, query, *params, exact_limit, limit,
+         exact_limit, most, namespace],
     ).fetchall()  # fmt: skip
     first = rows[0]
     found = [row[3:] for row in rows if row[3] is not None]
@@ -327,16 +352,19 @@ def iterative_scan(conn: Connection, ef_search: int) -> None:
     settings are local to the transaction (a pooled session keeps nothing), and its
     statements are planned afresh: a generic plan the driver prepared earlier could
     have been chosen without the index."""
-    conn.execute(
-        "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
-        " set_config('hnsw.ef_search', %s, true),"
-        " set_config('plan_cache_mode', 'force_custom_plan', true),"
-        # The count has decided for the index; the planner, which cannot see how few
-        # rows the LIMIT needs from a scan in relaxed order, would rather sort the scope
-        # (exactly, at the exact lane's cost). No sort leaves it the index's order.
-        " set_config('enable_sort', 'off', true)",
-        (str(ef_search),),
-    )
+    conn.execute(f"SELECT {SCAN_SETTINGS}", (str(ef_search),))
+
+
+#: :func:`iterative_scan`'s settings as one expression (the parameter: ef_search).
+#: The count has decided for the index; the planner, which cannot see how few rows
+#: the LIMIT needs from a scan in relaxed order, would rather sort the scope (exactly,
+#: at the exact lane's cost). No sort leaves it the index's order.
+SCAN_SETTINGS = (
+    "set_config('hnsw.iterative_scan', 'relaxed_order', true)"
+    " || set_config('hnsw.ef_search', %s, true)"
+    " || set_config('plan_cache_mode', 'force_custom_plan', true)"
+    " || set_config('enable_sort', 'off', true)"
+)
 
 
 def plain_sort(conn: Connection) -> None:
@@ -353,11 +381,14 @@ def exact(
     query: np.ndarray,
     limit: int,
     scope_limit: int | None = None,
+    ef_search: int | None = None,
 ) -> tuple[int, int, dict[int, float]]:
     """:func:`exact_query` run: (in-scope count, embedded count, similarity by rowid
     of the best ``limit`` and any tied with the last)."""
     rows = conn.execute(
-        *exact_query(namespace, scope, scope_params, embedder_id, query, limit, scope_limit)
+        *exact_query(
+            namespace, scope, scope_params, embedder_id, query, limit, scope_limit, ef_search
+        )
     ).fetchall()
     chosen = {int(row[2]): float(row[3]) for row in rows if row[2] is not None}
     return int(rows[0][0]), int(rows[0][1]), chosen
@@ -372,15 +403,15 @@ def approximate(
     embedder_id: str,
     query: np.ndarray,
     limit: int,
-    ef_search: int,
+    ef_search: int | None,
 ) -> list[tuple[Any, ...]] | None:
-    """:func:`approximate_query` run, re-sorted by similarity, ties by id."""
+    """:func:`approximate_query` run, re-sorted by similarity, ties by id.
+    ``ef_search`` None: a statement before applied :data:`SCAN_SETTINGS`."""
     built = approximate_query(namespace, columns, where, params, embedder_id, query, limit)
     if built is None:
         return None
-    iterative_scan(conn, ef_search)
+    if ef_search is not None:
+        iterative_scan(conn, ef_search)
     rows = conn.execute(*built).fetchall()
-    plain_sort(conn)  # for a fallback
-    conn.execute("SELECT set_config('enable_sort', 'on', true)")  # for a fallback
     rows.sort(key=lambda row: (-row[-1], row[2]))  # columns start rowid, namespace, id
     return rows
