@@ -6,15 +6,18 @@ tests/service); these cover the PostgreSQL-only machinery behind the same answer
 
 from __future__ import annotations
 
+import itertools
 import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import hypothesis.strategies as st
 import numpy as np
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
 from tests.support.pg import PgServer
 from tests.support.raw import dump_tables
 
@@ -303,3 +306,103 @@ def test_every_branch_of_the_vector_lane_gives_the_exact_answer(
             assert found.ids() == truth, (scope, found.ids(), truth)
             assert [h.score for h in found.hits] == pytest.approx([scores[r] for r in truth])
             assert found.unembedded == 0
+
+
+_lanes = itertools.count()
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    palette=st.integers(1, 6),
+    picks=st.lists(st.tuples(st.integers(0, 5), st.booleans()), min_size=1, max_size=30),
+    hidden=st.sets(st.integers(0, 29), max_size=4),
+    limits=st.sampled_from([(2, 0), (5, 0), (5, 3), (5, 1000), (1000, 0), (1000, 8),
+                            (1000, 1000)]),
+    top_k=st.integers(1, 12),
+    seed=st.integers(0, 2**16),
+)  # fmt: skip
+def test_every_branch_of_the_vector_lane_agrees_with_a_brute_force(
+    indexed_store: memstrata.Memory, palette: int, picks: list[tuple[int, bool]],
+    hidden: set[int], limits: tuple[int, int], top_k: int, seed: int,
+) -> None:  # fmt: skip
+    """Random scopes (some records repeating another's vector: ties), every pair of
+    switch points: the lane's top_k is the brute force's, ties by id, scores exact."""
+    rng = np.random.default_rng(seed)
+    directions = rng.standard_normal((palette, 16))
+    namespace = f"v{next(_lanes)}"
+    records = [{"id": f"r{i:02d}", "content": f"c{i}", "metadata": {"room": "ab"[b]},
+                "vector": directions[p % palette].tolist()}
+               for i, (p, b) in enumerate(picks)]  # fmt: skip
+    m = indexed_store
+    m.upsert(namespace, records)
+    for i in hidden:
+        if i < len(records):
+            m.invalidate(namespace, f"r{i:02d}")
+    store = m.service.store
+    assert isinstance(store, SqlStore) and isinstance(store.dialect, PostgresDialect)
+    stored = store.vectors_for(namespace, [r["id"] for r in records], m.embedder_id(namespace))
+    query = rng.standard_normal(16)
+    query = (query / np.linalg.norm(query)).astype(np.float32)
+    scope_rows, exact_limit = limits
+    saved = dialect_module.SCOPE_ROWS, store.dialect.exact_limit
+    dialect_module.SCOPE_ROWS, store.dialect.exact_limit = limits
+    try:
+        for scope, room in (({"filter": {"room": "b"}}, "b"), ({}, None)):
+            ids = [r["id"] for i, r in enumerate(records) if i not in hidden
+                   and (room is None or r["metadata"]["room"] == room)]  # fmt: skip
+            scores = {rid: float(np.dot(np.asarray(stored[rid], np.float64), query))
+                      for rid in ids}  # fmt: skip
+            truth = sorted(scores, key=lambda rid: (-round(scores[rid], 6), rid))[:top_k]
+            found = m.search(namespace, query_vector=query.tolist(), top_k=top_k, **scope)
+            assert len(found.hits) == len(truth), (scope_rows, exact_limit, scope)
+            assert [h.score for h in found.hits] == pytest.approx(
+                [scores[r] for r in truth], abs=1e-5
+            )
+            # ties by id: equal scores come in id order; otherwise the oracle's order
+            assert found.ids() == truth or all(
+                abs(scores[a] - scores[b]) < 1e-5 for a, b in zip(found.ids(), truth, strict=True)
+            ), (found.ids(), truth)
+            assert found.unembedded == 0
+    finally:
+        dialect_module.SCOPE_ROWS, store.dialect.exact_limit = saved
+
+
+@pytest.fixture
+def indexed_store(pg_target: str) -> Iterator[memstrata.Memory]:
+    """A PostgreSQL store whose 16-dimension HNSW index exists from the start."""
+    with memstrata.open(pg_target, embedder=HashEmbedder(dimensions=16),
+                        background_jobs=False) as m:  # fmt: skip
+        store = m.service.store
+        assert isinstance(store, SqlStore)
+        store.build_vector_index(16)
+        yield m
+
+
+def test_a_scope_ranked_exactly_costs_one_round_trip(pg_target: str, tmp_path: Any) -> None:
+    """The common search (a scope within exact_limit) is one statement, which is its
+    own snapshot: no BEGIN, no SET TRANSACTION, no COMMIT (libpq's trace of the wire)."""
+    with memstrata.open(pg_target, embedder=HashEmbedder(dimensions=16),
+                        background_jobs=False) as m:  # fmt: skip
+        m.upsert("ns", [{"content": f"note {i}", "metadata": {"room": "ab"[i % 2]}}
+                        for i in range(30)])  # fmt: skip
+        store = m.service.store
+        assert isinstance(store, SqlStore) and isinstance(store.dialect, PostgresDialect)
+        vector = [1.0] + [0.0] * 15
+        m.search("ns", query_vector=vector, filter={"room": "a"})
+        pool = store.dialect.db.pool
+        trace = tmp_path / "trace"
+        with trace.open("w") as out:
+            connections = list(pool._pool)
+            for conn in connections:
+                conn.pgconn.trace(out.fileno())
+                conn.pgconn.set_trace_flags(1)  # no timestamps
+            found = m.search("ns", query_vector=vector, filter={"room": "a"})
+            for conn in connections:
+                conn.pgconn.untrace()
+        sent = [line.split("\t")[2] for line in trace.read_text().splitlines()
+                if line.startswith("F\t")]  # fmt: skip
+        assert len(found.hits) == 10
+        assert sent.count("Sync") == 1 and "Query" not in sent, sent  # no BEGIN/COMMIT
+        assert sent.count("Execute") == 1, sent
