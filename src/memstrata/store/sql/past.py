@@ -14,7 +14,7 @@ A hard delete takes all of it with the record (cascades), so it is gone from the
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from memstrata.domain.time import to_us
@@ -70,19 +70,12 @@ def known_rows(
     """The rows (``COLUMNS``, the rowid being the record's, then when that version was
     replaced or NULL) of the named records as known at ``known_at``, named by record
     ``rowid`` or by ``id``."""
-    parts, params = [], []
-    # by rowid, the rowids drive (the planner would rather range over the namespace)
-    ns_column = d.unindexed("r.namespace") if by == "rowid" else "r.namespace"
-    for table, column, past in (("records", "rowid", False), ("record_past", "record", True)):
-        test, test_params = d.in_list(f"r.{column if by == 'rowid' else 'id'}", values)
-        known, known_params = known_clause("r", known_at, past=past)
-        until = "r.known_to" if past else "CAST(NULL AS BIGINT)"
-        parts.append(
-            f"SELECT {prefixed('r', column)}, {until} AS known_until FROM {table} r"
-            f" WHERE {ns_column} = ? AND {test} AND {known}"
-        )
-        params += [namespace, *test_params, *known_params]
-    return list(tx.execute(" UNION ALL ".join(parts), params).fetchall())
+
+    def known(past: bool) -> tuple[str, list[Any]]:
+        clause, params = known_clause("r", known_at, past=past)
+        return f" AND {clause}", params
+
+    return _versions(d, tx, namespace, values, by, known)
 
 
 def stored_versions(
@@ -91,18 +84,38 @@ def stored_versions(
     """Every stored version of the named records (``COLUMNS``, then when that version
     was replaced or NULL while current): the replaced ones of ``record_past`` and the
     current row; with ``known_at``, those already recorded then."""
+
+    def recorded(past: bool) -> tuple[str, list[Any]]:
+        if known_at is None:
+            return "", []
+        return f" AND r.{'known_from' if past else 'updated_at'} <= ?", [known_at]
+
+    return _versions(d, tx, namespace, record_ids, "id", recorded)
+
+
+def _versions(
+    d: Dialect,
+    tx: Tx,
+    namespace: str,
+    values: Sequence[Any],
+    by: str,
+    condition: Callable[[bool], tuple[str, list[Any]]],
+) -> list[Any]:
+    """The current rows and the replaced versions of the records named by ``rowid`` or
+    ``id``, each half narrowed by ``condition(past)`` (a clause starting " AND ", or
+    empty), with when each version was replaced (NULL while current)."""
     parts, params = [], []
-    for table, column, since, until in (
-        ("records", "rowid", "updated_at", "CAST(NULL AS BIGINT)"),
-        ("record_past", "record", "known_from", "r.known_to"),
-    ):
-        test, test_params = d.in_list("r.id", record_ids)
-        recorded = "" if known_at is None else f" AND r.{since} <= ?"
+    # by rowid, the rowids drive (the planner would rather range over the namespace)
+    ns_column = d.unindexed("r.namespace") if by == "rowid" else "r.namespace"
+    for table, column, past in (("records", "rowid", False), ("record_past", "record", True)):
+        test, test_params = d.in_list(f"r.{column if by == 'rowid' else 'id'}", values)
+        clause, clause_params = condition(past)
+        until = "r.known_to" if past else "CAST(NULL AS BIGINT)"
         parts.append(
             f"SELECT {prefixed('r', column)}, {until} AS known_until FROM {table} r"
-            f" WHERE r.namespace = ? AND {test}{recorded}"
+            f" WHERE {ns_column} = ? AND {test}{clause}"
         )
-        params += [namespace, *test_params, *([] if known_at is None else [known_at])]
+        params += [namespace, *test_params, *clause_params]
     return list(tx.execute(" UNION ALL ".join(parts), params).fetchall())
 
 
