@@ -26,6 +26,7 @@ from tests.store.test_temporal_oracle import predicate_holds, sometimes
 from tests.support import pg
 
 import memstrata
+from memstrata.domain.fusion import reciprocal_rank_fusion
 from memstrata.domain.records import Record
 from memstrata.domain.time import format_instant, to_us
 
@@ -248,25 +249,70 @@ class KnownAtMachine(RuleBasedStateMachine):
         assert result.unembedded == 0
         for record_id, hit in got.items():
             assert plain(hit.record) == plain(scope[record_id]), record_id
-        order = [(-hit.score, hit.record.id) for hit in result.hits]
-        assert order == sorted(order), "hits are ordered by score, ties by id"
-        if ranking == "lexical" and got:
-            # BM25 with the namespace's statistics of now (every record row, tombstones
-            # too), a word no current record holds counted as held by one
-            now = self.snapshots[-1][1].values()
-            mean = sum(len(r.content.split()) for r in now) / len(now)
-            df = max(1, sum(word in r.content.split() for r in now))
-            idf = math.log(1 + (len(now) - df + 0.5) / (df + 0.5))
+        lexical = self.bm25(word, scope) if ranking != "semantic" else {}
+        semantic = self.similarities(word, scope) if ranking != "lexical" else {}
+        if ranking == "hybrid":
+            # each hit's lane scores are the oracle's; the order is their fusion (RRF,
+            # ties by closeness to each lane's best, then id), the lanes ranked as the
+            # product ranks one lane: by score, ties by id
             for record_id, hit in got.items():
-                words = scope[record_id].content.split()
-                tf = words.count(word)
-                bm25 = idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * len(words) / mean))
-                assert hit.score == pytest.approx(bm25, abs=1e-6), record_id
-        if ranking == "semantic":
-            query = self.embedder.embed_query(word)
+                assert ("lexical" in hit.signals) == (record_id in lexical), record_id
+                if record_id in lexical:
+                    assert hit.signals["lexical"]["score"] == pytest.approx(
+                        lexical[record_id], abs=1e-6
+                    ), record_id
+                assert hit.signals["semantic"]["similarity"] == pytest.approx(
+                    semantic[record_id], abs=1e-5
+                ), record_id
+            lanes = [
+                {i: float(h.signals[name][key]) for i, h in got.items() if name in h.signals}
+                for name, key in (("lexical", "score"), ("semantic", "similarity"))
+            ]
+            ranked = [sorted(lane, key=lambda i, lane=lane: (-lane[i], i)) for lane in lanes]
+            for name, ids in zip(("lexical", "semantic"), ranked, strict=True):
+                assert [got[i].signals[name]["rank"] for i in ids] == list(
+                    range(1, len(ids) + 1)
+                ), name
+            fused = reciprocal_rank_fusion(
+                ranked,
+                scores=[[lane[i] for i in ids] for lane, ids in zip(lanes, ranked, strict=True)],
+            )
+            assert [hit.record.id for hit in result.hits] == [i for i, _ in fused]
+            assert [hit.score for hit in result.hits] == pytest.approx([f for _, f in fused])
+        else:
+            order = [(-hit.score, hit.record.id) for hit in result.hits]
+            assert order == sorted(order), "one lane's hits are ordered by score, ties by id"
+            expected = lexical or semantic
             for record_id, hit in got.items():
-                vector = self.embedder.embed_documents([scope[record_id].content])[0]
-                assert hit.score == pytest.approx(float(np.dot(query, vector)), abs=1e-5)
+                assert hit.score == pytest.approx(
+                    expected[record_id], abs=1e-6 if lexical else 1e-5
+                ), record_id
+
+    def bm25(self, word: str, scope: dict[str, Record]) -> dict[str, float]:
+        """BM25 of the scope's records that hold ``word``, with the namespace's
+        statistics of now (every record row, tombstones too), a word no current record
+        holds counted as held by one."""
+        now = self.snapshots[-1][1].values()
+        if not scope:
+            return {}
+        mean = sum(len(r.content.split()) for r in now) / len(now)
+        df = max(1, sum(word in r.content.split() for r in now))
+        idf = math.log(1 + (len(now) - df + 0.5) / (df + 0.5))
+        scores = {}
+        for record_id, record in scope.items():
+            words = record.content.split()
+            tf = words.count(word)
+            if tf:
+                scores[record_id] = idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * len(words) / mean))
+        return scores
+
+    def similarities(self, word: str, scope: dict[str, Record]) -> dict[str, float]:
+        """Each version ranked by its own vector: the hash embedder's, recomputed."""
+        query = self.embedder.embed_query(word)
+        return {
+            record_id: float(np.dot(query, self.embedder.embed_documents([r.content])[0]))
+            for record_id, r in scope.items()
+        }
 
     @rule(data=st.data(), offset=st.integers(0, DAY // 4))
     def get_in_the_past(self, data: st.DataObject, offset: int) -> None:
