@@ -46,7 +46,7 @@ from memstrata.domain.search import (
 )
 from memstrata.domain.time import now_us
 from memstrata.domain.vectors import MAX_COUNT, MAX_INT64, unit_rows
-from memstrata.domain.words import check_language, query_terms
+from memstrata.domain.words import check_language, query_terms, terms
 from memstrata.embedding.base import Embedder
 from memstrata.embedding.binding import EmbedderBinding, check_dimensions
 from memstrata.extraction.base import Extractor
@@ -63,7 +63,7 @@ from memstrata.jobs.extract import run_extract_job
 from memstrata.jobs.mining import MineReport, MineRequest, run_mine_job
 from memstrata.rerank import Reranker, rerank_hits
 from memstrata.service_graph import GraphMethods
-from memstrata.store.base import SemanticHits, Store
+from memstrata.store.base import LexicalHits, SemanticHits, Store
 
 if TYPE_CHECKING:
     from memstrata.access import Access
@@ -766,13 +766,27 @@ class Service(GraphMethods):
         return (Ranking.HYBRID if ranking == Ranking.AUTO else ranking), vector
 
 
+def query_coverage(lexical: list[tuple[Record, float]]) -> dict[str, int]:
+    """Per lexical hit, how many of the query's distinct terms its content holds, in the
+    namespace's text-search language (the terms the lane matched; nothing when the lane
+    did not say what it matched)."""
+    if not isinstance(lexical, LexicalHits) or not lexical.terms:
+        return {}
+    wanted = set(lexical.terms)
+    return {
+        record.id: len(wanted.intersection(terms(record.content, lexical.language)))
+        for record, _ in lexical
+    }
+
+
 def fuse(
     ranking: Ranking,
     lexical: list[tuple[Record, float]],
     semantic: list[tuple[Record, float]],
     top_k: int,
 ) -> list[Hit]:
-    """Turns lane results into hits: one lane as is, or both fused by RRF (k = RRF_K)."""
+    """Turns lane results into hits: one lane as is, or both fused by RRF (k = RRF_K)
+    with the lexical hits' coverage of the query's terms (:mod:`memstrata.domain.fusion`)."""
     signals: dict[str, dict[str, dict[str, float | int | str]]] = {}
     records: dict[str, Record] = {}
     for rank, (record, score) in enumerate(lexical, start=1):
@@ -789,6 +803,7 @@ def fuse(
         fused = reciprocal_rank_fusion(
             [[r.id for r, _ in lexical], [r.id for r, _ in semantic]], RRF_K,
             scores=[[s for _, s in lexical], [s for _, s in semantic]],
+            coverage=query_coverage(lexical),
         )  # fmt: skip
     else:
         fused = [(r.id, score) for r, score in (lexical or semantic)]

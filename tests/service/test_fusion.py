@@ -1,4 +1,5 @@
-"""RRF with its tie-break, against a brute-force oracle, and the tie that motivated it."""
+"""RRF with its coverage bonus and its tie-break, against a brute-force oracle;
+properties of the rule; the cases that motivated each."""
 
 from __future__ import annotations
 
@@ -6,7 +7,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memstrata.domain.fusion import RRF_K, reciprocal_rank_fusion
+from memstrata.domain.fusion import COVERAGE_BONUS, RRF_K, coverage_bonus, reciprocal_rank_fusion
+from memstrata.domain.records import Record
+from memstrata.domain.search import Ranking
+from memstrata.service import fuse, query_coverage
+from memstrata.store.base import LexicalHits
 
 IDS = st.sampled_from([f"r{i}" for i in range(8)])
 
@@ -21,9 +26,13 @@ def lane(draw: st.DrawFn) -> tuple[list[str], list[float]]:
     return ids, scores
 
 
-def oracle(lanes: list[tuple[list[str], list[float]]], k: int) -> list[tuple[str, float]]:
-    """Each id's RRF sum and closeness, computed lane by lane from the definitions."""
+def oracle(
+    lanes: list[tuple[list[str], list[float]]], k: int, held: dict[str, int] | None = None
+) -> list[tuple[str, float]]:
+    """Each id's RRF sum, bonus and closeness, computed lane by lane from the definitions."""
     every = {i for ids, _ in lanes for i in ids}
+    held = {i: n for i, n in (held or {}).items() if i in every}
+    counts = set(held.values())
     rows = []
     for item in every:
         fused = sum(1 / (k + ids.index(item) + 1) for ids, _ in lanes if item in ids)
@@ -38,20 +47,115 @@ def oracle(lanes: list[tuple[list[str], list[float]]], k: int) -> list[tuple[str
                     close += s / high
                 else:
                     close += (s - low) / (high - low)
-        rows.append((item, fused, close))
+        gains = len(counts) > 1 and held.get(item) == max(counts)
+        rows.append((item, fused + (COVERAGE_BONUS if gains else 0.0), fused, close))
     # a record ranks above another when no other record's key says otherwise
     ranked = sorted(rows, key=lambda r: r[0])
+    ranked = sorted(ranked, key=lambda r: r[3], reverse=True)
     ranked = sorted(ranked, key=lambda r: r[2], reverse=True)
     ranked = sorted(ranked, key=lambda r: r[1], reverse=True)
-    return [(item, fused) for item, fused, _ in ranked]
+    return [(item, total) for item, total, _, _ in ranked]
 
 
-@given(st.lists(lane(), min_size=1, max_size=3), st.sampled_from([1, 5, 60]))
-def test_fusion_matches_the_oracle(lanes: list[tuple[list[str], list[float]]], k: int) -> None:
-    got = reciprocal_rank_fusion([i for i, _ in lanes], k, scores=[s for _, s in lanes])
-    want = oracle(lanes, k)
+HELD = st.dictionaries(IDS, st.integers(1, 4), max_size=8)
+
+
+@given(st.lists(lane(), min_size=1, max_size=3), st.sampled_from([1, 5, 60]), HELD)
+def test_fusion_matches_the_oracle(
+    lanes: list[tuple[list[str], list[float]]], k: int, held: dict[str, int]
+) -> None:
+    got = reciprocal_rank_fusion([i for i, _ in lanes], k, scores=[s for _, s in lanes],
+                                 coverage={i: n for i, n in held.items()
+                                           if any(i in ids for ids, _ in lanes)})  # fmt: skip
+    want = oracle(lanes, k, held)
     assert [i for i, _ in got] == [i for i, _ in want]
     assert [s for _, s in got] == pytest.approx([s for _, s in want])
+
+
+@st.composite
+def two_lanes(draw: st.DrawFn) -> tuple[list[str], list[str], dict[str, int]]:
+    """A lexical and a semantic lane over the same few ids, and the terms each lexical
+    hit holds."""
+    lexical = draw(st.lists(IDS, unique=True, min_size=1, max_size=8))
+    semantic = draw(st.permutations(draw(st.lists(IDS, unique=True, max_size=8))))
+    held = {i: draw(st.integers(1, 4)) for i in lexical}
+    return lexical, list(semantic), held
+
+
+@given(two_lanes())
+def test_the_bonus_moves_only_the_best_covered_up_keeping_each_group_in_rrf_order(
+    case: tuple[list[str], list[str], dict[str, int]],
+) -> None:
+    lexical, semantic, held = case
+    plain = [i for i, _ in reciprocal_rank_fusion([lexical, semantic])]
+    fused = [i for i, _ in reciprocal_rank_fusion([lexical, semantic], coverage=held)]
+    assert sorted(fused) == sorted(plain)
+    gained = set(coverage_bonus(held))
+    # within the records that gained, and within those that did not, the order is RRF's
+    assert [i for i in fused if i in gained] == [i for i in plain if i in gained]
+    assert [i for i in fused if i not in gained] == [i for i in plain if i not in gained]
+    # no record that gained ranks lower than without the bonus, none that did not higher
+    for item in fused:
+        moved = plain.index(item) - fused.index(item)
+        assert moved >= 0 if item in gained else moved <= 0
+
+
+@given(two_lanes())
+def test_a_record_first_in_both_lanes_stays_in_the_top_three_and_first_if_best_covered(
+    case: tuple[list[str], list[str], dict[str, int]],
+) -> None:
+    lexical, semantic, held = case
+    if not semantic or semantic[0] != lexical[0]:
+        semantic = [lexical[0], *[i for i in semantic if i != lexical[0]]]
+    fused = [i for i, _ in reciprocal_rank_fusion([lexical, semantic], coverage=held)]
+    # 1/6 + 1/6 against at most two others with 1/7 + 1/8 or more plus the bonus
+    assert fused.index(lexical[0]) < 3
+    if held[lexical[0]] == max(held.values()):
+        assert fused[0] == lexical[0]
+
+
+@given(two_lanes())
+def test_without_a_difference_in_coverage_the_fusion_is_rrf_alone(
+    case: tuple[list[str], list[str], dict[str, int]],
+) -> None:
+    lexical, semantic, held = case
+    same = dict.fromkeys(held, max(held.values()))
+    assert reciprocal_rank_fusion([lexical, semantic], coverage=same) == (
+        reciprocal_rank_fusion([lexical, semantic])
+    )
+
+
+def test_coverage_bonus_goes_to_every_record_holding_the_most_terms_and_none_when_all_equal() -> (
+    None
+):
+    assert coverage_bonus({"a": 3, "b": 2, "c": 3}) == {"a": COVERAGE_BONUS, "c": COVERAGE_BONUS}
+    assert coverage_bonus({"a": 1, "b": 1}) == {}
+    assert coverage_bonus({}) == {}
+
+
+def hits(contents: dict[str, str], scores: list[float]) -> list[tuple[Record, float]]:
+    return [
+        (Record(id=i, content=c), s) for (i, c), s in zip(contents.items(), scores, strict=True)
+    ]
+
+
+def test_the_fact_that_answers_wins_over_the_semantic_lanes_confident_neighbour() -> None:
+    # "Where does Jules Horvat work?": the lexical lane has the right fact first by a small
+    # margin; the semantic lane ranks another of his facts first and the right one 15th
+    lexical = LexicalHits(hits({
+        "employer": "Jules Horvat works at Juniper Software.",
+        "job": "Jules Horvat is a surveyor by profession.",
+        "other": "Jules Galli works at Helix Labs.",
+    }, [8.1, 6.7, 5.1]))  # fmt: skip
+    lexical.terms, lexical.language = ("jule", "horvat", "work"), "english"
+    others = [(Record(id=f"x{n}", content="someone else"), 0.5) for n in range(13)]
+    semantic = [(Record(id="job"), 0.69), *others, (Record(id="employer"), 0.45)]
+    assert query_coverage(lexical) == {"employer": 3, "job": 2, "other": 2}
+    unsaid = fuse(Ranking.HYBRID, [*lexical], semantic, 2)  # no terms known: RRF alone
+    assert [h.record.id for h in unsaid] == ["job", "employer"]
+    top = fuse(Ranking.HYBRID, lexical, semantic, 2)
+    assert [h.record.id for h in top] == ["employer", "job"]
+    assert top[0].score == pytest.approx(1 / 6 + 1 / 20 + COVERAGE_BONUS)
 
 
 def test_swapped_first_two_are_decided_by_how_close_each_came_to_its_lanes_best() -> None:

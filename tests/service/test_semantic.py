@@ -8,7 +8,7 @@ from tests.support.raw import dump_tables
 
 import memstrata
 from memstrata.domain.errors import ProviderFailed
-from memstrata.domain.fusion import RRF_K, reciprocal_rank_fusion
+from memstrata.domain.fusion import COVERAGE_BONUS, RRF_K, reciprocal_rank_fusion
 from memstrata.embedding import Embedder, HashEmbedder, local_available
 
 
@@ -92,10 +92,13 @@ def test_hybrid_is_rrf_of_the_two_lanes(store_target: str) -> None:
         query = "green apples"
         lanes = [m.search("ns", query, ranking=r, top_k=50).hits for r in ("lexical", "semantic")]
         lexical, semantic = ([h.record.id for h in hits] for hits in lanes)
+        # a holds both of the query's terms (green, apples), b and e one: a gains the bonus
+        assert sorted(lexical) == ["a", "b", "e"]
         expected = reciprocal_rank_fusion(
-            [lexical, semantic], scores=[[h.score for h in hits] for hits in lanes]
-        )
-        by_hand = {}
+            [lexical, semantic], scores=[[h.score for h in hits] for hits in lanes],
+            coverage={"a": 2, "b": 1, "e": 1},
+        )  # fmt: skip
+        by_hand = {"a": COVERAGE_BONUS}
         for lane in (lexical, semantic):
             for rank, rid in enumerate(lane, start=1):
                 by_hand[rid] = by_hand.get(rid, 0.0) + 1 / (RRF_K + rank)

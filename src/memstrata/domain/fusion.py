@@ -20,9 +20,13 @@ time-awareness set of seed 12 over min-max within the lane's list, reported on s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 RRF_K = 5
+#: What a record holding the most of the query's words (among the lexical lane's hits,
+#: when they do not all hold as many) adds to its RRF sum: 0.1 is about the step from
+#: rank 1 to rank 15 of one lane at k = 5 (1/6 - 1/20).
+COVERAGE_BONUS = 0.1
 
 
 def reciprocal_rank_fusion(
@@ -30,10 +34,14 @@ def reciprocal_rank_fusion(
     k: int = RRF_K,
     *,
     scores: Sequence[Sequence[float]] | None = None,
+    coverage: Mapping[str, int] | None = None,
 ) -> list[tuple[str, float]]:
-    """Fuses ranked id lists: score(id) = sum over lanes of 1 / (k + rank), rank from 1.
-    Ordered by score; ties broken by the lanes' normalised ``scores`` (one list per lane,
-    aligned with its ids, higher is better) when given, then by id."""
+    """Fuses ranked id lists: score(id) = sum over lanes of 1 / (k + rank), rank from 1,
+    plus :data:`COVERAGE_BONUS` for the records :func:`coverage_bonus` picks from
+    ``coverage`` (per id, how many of the query's distinct terms the record holds).
+    Ordered by that score, then by the RRF sum alone; ties broken by the lanes'
+    normalised ``scores`` (one list per lane, aligned with its ids, higher is better)
+    when given, then by id."""
     if k <= 0:
         raise ValueError("the RRF constant k must be positive")
     if scores is not None and (
@@ -48,7 +56,24 @@ def reciprocal_rank_fusion(
         for rank, item in enumerate(lane, start=1):
             fused[item] = fused.get(item, 0.0) + 1.0 / (k + rank)
             closeness[item] = closeness.get(item, 0.0) + normalised[rank - 1]
-    return sorted(fused.items(), key=lambda pair: (-pair[1], -closeness[pair[0]], pair[0]))
+    bonus = coverage_bonus(coverage or {})
+    total = {item: rrf + bonus[item] if item in bonus else rrf for item, rrf in fused.items()}
+    return [
+        (item, total[item])
+        for item in sorted(fused, key=lambda i: (-total[i], -fused[i], -closeness[i], i))
+    ]
+
+
+def coverage_bonus(coverage: Mapping[str, int]) -> dict[str, float]:
+    """The records that hold the most of the query's terms, each with the bonus; none
+    when every record holds as many (a one-word query, say): coverage then tells the
+    records nothing apart, and a bonus for all would only weigh one lane over the other."""
+    if not coverage:
+        return {}
+    most = max(coverage.values())
+    if min(coverage.values()) == most:
+        return {}
+    return {item: COVERAGE_BONUS for item, held in coverage.items() if held == most}
 
 
 def _closeness(values: Sequence[float]) -> list[float]:

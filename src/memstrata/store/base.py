@@ -34,6 +34,15 @@ class SemanticHits(list[tuple[Record, float]]):
     found_by: str | None = None
 
 
+class LexicalHits(list[tuple[Record, float]]):
+    """The lexical lane's hits, best first, and what they were matched against: the
+    query's distinct ``terms`` in the namespace's text-search ``language`` (fusion
+    counts how many of them each hit's content holds)."""
+
+    terms: tuple[str, ...] = ()
+    language: str = ""
+
+
 class Store(Protocol):
     backend: str
     """"sqlite" or "postgres"."""

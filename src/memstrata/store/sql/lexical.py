@@ -32,6 +32,7 @@ from typing import Any
 
 from memstrata.domain.records import Record
 from memstrata.domain.words import DEFAULT_LANGUAGE, LANGUAGES, query_terms, term_counts
+from memstrata.store.base import LexicalHits
 from memstrata.store.sql.dialect import Dialect, Lane, Tx, chunks
 from memstrata.store.sql.maintenance import Finding
 from memstrata.store.sql.rows import best, hits, prefixed
@@ -118,13 +119,17 @@ def search(d: Dialect, lane: Lane) -> list[tuple[Record, float]]:
         df = {row[3]: int(row[4]) for row in rows if row[3] is not None}
         terms = query_terms(text, language)
         if lane.known_at is not None:
-            return _known(d, tx, lane, weights(documents, length, df, terms, known=True))
-        w = weights(documents, length, df, terms)
-        if not w.terms:
-            return []
-        where, params = scope_clause(d, "r", namespace, request, lane.window, probed=True)
-        rows = _ranked(d, tx, namespace, w, where, params, lane.limit)
-    return hits(rows, request, lambda row: int(row[-1]) / SCALE)
+            found = _known(d, tx, lane, weights(documents, length, df, terms, known=True))
+        else:
+            w = weights(documents, length, df, terms)
+            if not w.terms:
+                return []
+            where, params = scope_clause(d, "r", namespace, request, lane.window, probed=True)
+            rows = _ranked(d, tx, namespace, w, where, params, lane.limit)
+            found = hits(rows, request, lambda row: int(row[-1]) / SCALE)
+    result = LexicalHits(found)
+    result.terms, result.language = tuple(terms), language
+    return result
 
 
 def _ranked(
