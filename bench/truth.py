@@ -9,7 +9,9 @@
   in-scope rows. Recall counts a hit as right when its exact score reaches the 10th
   best (ties at the boundary are all right).
 - hybrid: RRF (memstrata.domain.fusion.RRF_K) of the exact lexical and exact semantic
-  top-50 of the scope.
+  top-50 of the scope, with the product's coverage bonus (``coverage_bonus``: the
+  lexical hits holding the most of the query's terms); ties by row, not by the
+  product's closeness.
 
 The floor is the same computation in float32 over the in-scope row indices, which are
 precomputed: what a perfect engine that already knew the scope would spend.
@@ -24,6 +26,7 @@ from scipy import sparse
 
 from bench.synth import SpeedData
 from memstrata.domain.fusion import RRF_K as FUSION_K
+from memstrata.domain.fusion import coverage_bonus
 from memstrata.domain.words import DEFAULT_LANGUAGE, terms
 
 K1 = 1.2
@@ -80,6 +83,10 @@ class Bm25:
         summed = np.asarray(self.impacts[:, self.columns(words)].sum(axis=1)).ravel()
         return summed[rows] / SCALE
 
+    def held(self, words: list[int], rows: np.ndarray) -> np.ndarray:
+        """How many of the query's distinct terms each of ``rows`` holds."""
+        return np.asarray((self.impacts[:, self.columns(words)] != 0).sum(axis=1)).ravel()[rows]
+
     def matches(self, words: list[int], rows: np.ndarray) -> np.ndarray:
         hit = np.asarray((self.impacts[:, self.columns(words)] != 0).sum(axis=1)).ravel() > 0
         return hit[rows]
@@ -115,12 +122,14 @@ def lexical_top(bm25: Bm25, terms: list[int], rows: np.ndarray, k: int) -> tuple
     return best, threshold
 
 
-def rrf(lanes: list[list[int]], k: int = RRF_K) -> list[int]:
+def rrf(lanes: list[list[int]], k: int = RRF_K, held: dict[int, int] | None = None) -> list[int]:
     scores: dict[int, float] = {}
     for lane in lanes:
         for rank, item in enumerate(lane, start=1):
             scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
-    return [i for i, _ in sorted(scores.items(), key=lambda p: (-p[1], p[0]))]
+    bonus = coverage_bonus(held or {})
+    total = {i: s + bonus[i] if i in bonus else s for i, s in scores.items()}
+    return sorted(scores, key=lambda i: (-total[i], -scores[i], i))
 
 
 def hybrid_top(
@@ -134,7 +143,8 @@ def hybrid_top(
 ) -> np.ndarray:
     lexical, _ = lexical_top(bm25, terms, rows, LANE_DEPTH)
     semantic = semantic_top(data, x64, rows, query, LANE_DEPTH)
-    return np.array(rrf([lexical.tolist(), semantic.tolist()])[:k], dtype=np.int64)
+    held = dict(zip(lexical.tolist(), bm25.held(terms, lexical).tolist(), strict=True))
+    return np.array(rrf([lexical.tolist(), semantic.tolist()], held=held)[:k], dtype=np.int64)
 
 
 # -- the floor: float32, precomputed scope ---------------------------------------------
@@ -174,4 +184,5 @@ def floor_hybrid(
 ) -> np.ndarray:
     lexical = floor_lexical(bm25, terms, rows, LANE_DEPTH)
     semantic = floor_semantic(x, rows, query, LANE_DEPTH)
-    return np.array(rrf([lexical.tolist(), semantic.tolist()])[:k], dtype=np.int64)
+    held = dict(zip(lexical.tolist(), bm25.held(terms, lexical).tolist(), strict=True))
+    return np.array(rrf([lexical.tolist(), semantic.tolist()], held=held)[:k], dtype=np.int64)

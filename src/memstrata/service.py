@@ -800,10 +800,12 @@ def fuse(
             lane["index"] = index  # an approximate index found it (exact otherwise)
         signals.setdefault(record.id, {})["semantic"] = lane
     if ranking == Ranking.HYBRID:
+        coverage = query_coverage(lexical)
+        for record_id, held in coverage.items():
+            signals[record_id]["lexical"]["terms"] = held  # what the coverage bonus reads
         fused = reciprocal_rank_fusion(
             [[r.id for r, _ in lexical], [r.id for r, _ in semantic]], RRF_K,
-            scores=[[s for _, s in lexical], [s for _, s in semantic]],
-            coverage=query_coverage(lexical),
+            scores=[[s for _, s in lexical], [s for _, s in semantic]], coverage=coverage,
         )  # fmt: skip
     else:
         fused = [(r.id, score) for r, score in (lexical or semantic)]

@@ -240,7 +240,10 @@ def rest_outcome(http: httpx.Client, ns: str, step: str, body: dict[str, Any]) -
 def signals(hit: pb.Hit) -> dict[str, Any]:
     found: dict[str, Any] = {}
     if hit.signals.HasField("lexical"):
-        found["lexical"] = {"rank": hit.signals.lexical.rank, "score": hit.signals.lexical.score}
+        lexical = hit.signals.lexical
+        found["lexical"] = {"rank": lexical.rank, "score": lexical.score}
+        if lexical.terms:
+            found["lexical"]["terms"] = lexical.terms
     if hit.signals.HasField("semantic"):
         lane = hit.signals.semantic
         found["semantic"] = {"rank": lane.rank, "similarity": lane.similarity}

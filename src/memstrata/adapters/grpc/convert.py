@@ -253,7 +253,11 @@ def _signals(signals: dict[str, dict[str, Any]]) -> pb.Signals:
     message = pb.Signals()
     if "lexical" in signals:
         lane = signals["lexical"]
-        message.lexical.CopyFrom(pb.LexicalSignal(rank=int(lane["rank"]), score=lane["score"]))
+        message.lexical.CopyFrom(
+            pb.LexicalSignal(
+                rank=int(lane["rank"]), score=lane["score"], terms=int(lane.get("terms", 0))
+            )
+        )
     if "semantic" in signals:
         lane = signals["semantic"]
         message.semantic.CopyFrom(

@@ -264,12 +264,14 @@ class Signals(_message.Message):
     def __init__(self, lexical: _Optional[_Union[LexicalSignal, _Mapping]] = ..., semantic: _Optional[_Union[SemanticSignal, _Mapping]] = ..., graph: _Optional[_Union[GraphSignal, _Mapping]] = ...) -> None: ...
 
 class LexicalSignal(_message.Message):
-    __slots__ = ("rank", "score")
+    __slots__ = ("rank", "score", "terms")
     RANK_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
+    TERMS_FIELD_NUMBER: _ClassVar[int]
     rank: int
     score: float
-    def __init__(self, rank: _Optional[int] = ..., score: _Optional[float] = ...) -> None: ...
+    terms: int
+    def __init__(self, rank: _Optional[int] = ..., score: _Optional[float] = ..., terms: _Optional[int] = ...) -> None: ...
 
 class SemanticSignal(_message.Message):
     __slots__ = ("rank", "similarity", "index")
