@@ -154,7 +154,8 @@ class Store(Protocol):
         self, namespace: str, request: SearchRequest, window: Window | None, limit: int
     ) -> list[tuple[Record, float]]:
         """The best ``limit`` in-scope records by BM25 over content (higher is better,
-        ties by id), with the namespace's own statistics."""
+        ties by id), with the namespace's own statistics; a :class:`LexicalHits` that
+        names the query's terms and the language they were matched in."""
         ...
 
     def text_search(self, namespace: str) -> str:
