@@ -18,8 +18,8 @@ query text, as is.
 Each question is searched within its conversation (top 10) with ``ranking`` lexical
 (BM25), semantic (the default embedder, all-MiniLM-L6-v2 int8; the import embeds each
 turn with the turn before it, see docs/importing.md), hybrid (both lanes 50 deep, RRF
-k = 5 with the coverage bonus, :mod:`memstrata.domain.fusion`) and auto (the default a caller gets without asking) — memstrata's defaults;
-nothing is set per question.
+k = 5 with the coverage bonus, :mod:`memstrata.domain.fusion`) and auto (the default a
+caller gets without asking) — memstrata's defaults; nothing is set per question.
 
 Evidence ids are normalised: a string holding several ids ("D8:6; D9:17") counts as
 each; "D:11:26" reads as D11:26 and "D30:05" as D30:5; ids that name no turn of the
