@@ -110,6 +110,14 @@ def test_hybrid_is_rrf_of_the_two_lanes(store_target: str) -> None:
         top = hybrid.hits[0]
         assert set(top.signals) <= {"lexical", "semantic"}
         assert top.signals["semantic"]["rank"] == semantic.index(top.record.id) + 1
+        terms = {h.record.id: h.signals["lexical"]["terms"] for h in hybrid.hits
+                 if "lexical" in h.signals}  # fmt: skip
+        assert terms == {"a": 2, "b": 1, "e": 1}
+        # a search as known now (the past-versions path of the lexical lane) fuses alike
+        now = m.search("ns", query, ranking="hybrid", top_k=5, known_at="2999-01-01")
+        assert [(h.record.id, h.score) for h in now.hits] == [
+            (h.record.id, h.score) for h in hybrid.hits
+        ]
 
 
 def test_auto_without_an_embedder_answers_lexically_with_a_warning(store_target: str) -> None:
