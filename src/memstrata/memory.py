@@ -24,6 +24,7 @@ from memstrata.domain.time import parse_instant
 from memstrata.domain.validation import parse_model
 from memstrata.domain.vectors import unit_rows
 from memstrata.embedding.binding import EmbedderBinding, EmbedderSpec, build_embedder
+from memstrata.gc_pause import gc_paused
 from memstrata.extraction.registry import ExtractorSpec, build_extractor
 from memstrata.jobs.batches import DEFAULT_BATCH_SIZE
 from memstrata.jobs.embed import JobReport, Progress
@@ -138,9 +139,10 @@ class Memory:
         if isinstance(records, Record | Mapping):
             records = [records]
         given = list(records)
-        parsed, units = with_vectors(given)
-        if parsed is None:
-            parsed = [to_record(r, f"records[{i}]") for i, r in enumerate(given)]
+        with gc_paused():  # a batch of short-lived objects, none cyclic
+            parsed, units = with_vectors(given)
+            if parsed is None:
+                parsed = [to_record(r, f"records[{i}]") for i, r in enumerate(given)]
         return self.service.upsert(namespace, parsed, units=units)
 
     def add(self, namespace: str, content: str, **fields: Any) -> str:

@@ -341,7 +341,7 @@ class LexicalWrites:
 
 
 POSTING_COLUMNS = ("namespace", "term", "record", "tf", "length")
-_TERM_AND_RECORD = itemgetter(1, 2)
+_RECORD = itemgetter(2)
 
 
 def _insert_postings(
@@ -356,14 +356,25 @@ def _insert_postings(
     if not documents:
         return
     if content_hash is None:
-        rows = [
-            (namespace, term, rowid, tf, length)
-            for rowid, (counts, length) in documents.items()
-            for term, tf in counts.items()
-        ]
-        if not rows:
+        # in the key's order, each row beside the last: grouped by term (few of them
+        # sort far faster than every row would), each term's rows by record
+        by_term: dict[str, list[tuple[str, str, int, int, int]]] = {}
+        for rowid, (counts, length) in documents.items():
+            for term, tf in counts.items():
+                row = (namespace, term, rowid, tf, length)
+                found = by_term.get(term)
+                if found is None:
+                    by_term[term] = [row]
+                else:
+                    found.append(row)
+        if not by_term:
             return
-        rows.sort(key=_TERM_AND_RECORD)  # in the key's order: each lands beside the last
+        rows = []
+        for term in sorted(by_term):
+            group = by_term[term]
+            if len(group) > 1:
+                group.sort(key=_RECORD)  # written in rowid order mostly: a linear pass
+            rows += group
         if d is not None:  # a write's postings, as its dialect inserts rows
             d.insert_rows(tx, "lexical_postings", POSTING_COLUMNS, rows)
             return

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from memstrata.domain.records import Origin, Record
@@ -77,6 +77,9 @@ _OPTIONAL = ("key", "source", "superseded_by", "version")
 #: write makes a few).
 _SORTED_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
 _JSON = json.JSONEncoder(ensure_ascii=False).encode
+#: An instant's text, each made once: a batch's records share their record times (the
+#: write's ``now``) and often their validity.
+_formatted = lru_cache(maxsize=4096)(format_instant)
 
 
 def snapshot_body(record: Record) -> str:
@@ -99,7 +102,7 @@ def snapshot_body(record: Record) -> str:
     for name in _INSTANTS:
         instant = getattr(record, name)
         if instant is not None:
-            data[name] = format_instant(to_us(instant))
+            data[name] = _formatted(to_us(instant))
     if record.supersedes:
         data["supersedes"] = record.supersedes
     if record.origin is not None:

@@ -23,6 +23,7 @@ from memstrata.domain.ledger import CHANGE_OPS, Change, ChangesPage, LedgerEntry
 from memstrata.domain.records import Record
 from memstrata.domain.search import ExpireAction, ExpireRequest, SearchRequest
 from memstrata.domain.time import Window, format_instant, from_us
+from memstrata.gc_pause import gc_paused
 from memstrata.store.graph import Graph
 from memstrata.store.sql import expiry, lexical
 from memstrata.store.sql.dialect import Database, Dialect, Lane, Tx
@@ -122,7 +123,8 @@ class SqlStore:
                 w.invalidate(record_id, at)
             return written
 
-        written: list[tuple[str, int]] = self._write(namespace, now, actor, work)
+        with gc_paused():  # a batch of short-lived objects, none cyclic
+            written: list[tuple[str, int]] = self._write(namespace, now, actor, work)
         self.dialect.wrote(len(records))
         return written
 
