@@ -158,11 +158,11 @@ def test_check_finds_a_broken_full_text_index_and_vector(tmp_path: Path) -> None
     target = str(tmp_path / "m.db")
     with memstrata.open(target, embedder="hash", background_jobs=False) as m:
         _corrupt(target, m)
-        execute(
-            target,
-            "DELETE FROM lexical_postings WHERE record ="
-            " (SELECT rowid FROM records WHERE id = 'c')",
-        )
+        for postings in ("lexical_postings", "lexical_fresh"):  # fresh until merged
+            execute(
+                target,
+                f"DELETE FROM {postings} WHERE record = (SELECT rowid FROM records WHERE id = 'c')",
+            )
         execute(target, "UPDATE vectors SET vector = zeroblob(length(vector))"
                 " WHERE record = (SELECT rowid FROM records WHERE id = 'b')")  # fmt: skip
         report = backups.check(m)

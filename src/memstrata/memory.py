@@ -24,8 +24,8 @@ from memstrata.domain.time import parse_instant
 from memstrata.domain.validation import parse_model
 from memstrata.domain.vectors import unit_rows
 from memstrata.embedding.binding import EmbedderBinding, EmbedderSpec, build_embedder
-from memstrata.gc_pause import gc_paused
 from memstrata.extraction.registry import ExtractorSpec, build_extractor
+from memstrata.gc_pause import gc_paused
 from memstrata.jobs.batches import DEFAULT_BATCH_SIZE
 from memstrata.jobs.embed import JobReport, Progress
 from memstrata.jobs.extract import ExtractReport

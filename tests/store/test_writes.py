@@ -4,7 +4,7 @@ PostgreSQL database)."""
 from __future__ import annotations
 
 import pytest
-from tests.support.raw import RECORD_TABLES, dump_tables, execute, full_text_matches
+from tests.support.raw import dump_tables, execute, full_text_matches, record_tables
 
 import memstrata
 from memstrata import Memory
@@ -71,7 +71,7 @@ def test_hard_delete_leaves_no_trace(memory: Memory, store_target: str) -> None:
     with pytest.raises(memstrata.NotFound):
         memory.get("ns", rid, version=1)
     rows = dump_tables(store_target)
-    for table in RECORD_TABLES:
+    for table in record_tables(store_target):
         assert rows[table] == [], table
     assert not any("zanzibar" in repr(row) for table in rows for row in rows[table])
     assert full_text_matches(store_target, "zanzibar") == 0

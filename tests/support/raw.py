@@ -20,11 +20,18 @@ _TABLES = [
     "records", "record_versions", "record_tags", "record_meta", "vectors", "ledger",
     "namespaces", "lexical_postings", "lexical_terms", "lexical_stats",
 ]  # fmt: skip
-TABLES = {"sqlite": _TABLES, "postgres": _TABLES}
-#: Tables that hold a record's own data, so must be empty after its hard delete.
+#: SQLite keeps a write's new postings apart until they are merged (``lexical_fresh``).
+TABLES = {"sqlite": [*_TABLES, "lexical_fresh"], "postgres": _TABLES}
+#: Tables that hold a record's own data, so must be empty after its hard delete (the
+#: fresh postings only on SQLite: see :func:`record_tables`).
 RECORD_TABLES = [
     "records", "record_versions", "record_tags", "record_meta", "vectors", "lexical_postings",
 ]  # fmt: skip
+
+
+def record_tables(target: str) -> list[str]:
+    """:data:`RECORD_TABLES` of the backend of ``target``."""
+    return RECORD_TABLES + (["lexical_fresh"] if backend_of(target) == "sqlite" else [])
 
 
 def backend_of(target: str) -> str:
@@ -65,12 +72,14 @@ def execute(target: str, sql: str, params: tuple[Any, ...] = ()) -> None:
 
 def full_text_matches(target: str, word: str) -> int:
     """How many rows of the lexical index hold ``word`` (a term, as indexed)."""
+    fresh = " + (SELECT count(*) FROM lexical_fresh WHERE term = ?)"
+    sqlite = backend_of(target) == "sqlite"
     return int(
         scalar(
             target,
             "SELECT (SELECT count(*) FROM lexical_postings WHERE term = ?)"
-            " + (SELECT count(*) FROM lexical_terms WHERE term = ?)",
-            (word, word),
+            " + (SELECT count(*) FROM lexical_terms WHERE term = ?)" + (fresh if sqlite else ""),
+            (word, word, word) if sqlite else (word, word),
         )
     )
 

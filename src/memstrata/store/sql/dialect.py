@@ -79,6 +79,10 @@ class Dialect(ABC):
     #: How a tag or metadata member is tested against a record: ``rowid IN (…)``
     #: or a correlated ``EXISTS (…)``.
     membership: Literal["in", "exists"] = "in"
+    #: Where a write's new postings go first (a small table, merged into
+    #: ``lexical_postings`` now and then: :mod:`memstrata.store.sql.lexical`), or None
+    #: where they go straight to ``lexical_postings``.
+    fresh_postings: str | None = None
 
     # -- wording ------------------------------------------------------------------
 

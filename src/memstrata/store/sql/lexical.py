@@ -12,6 +12,17 @@ outgoing content's hash (record time, :mod:`memstrata.store.sql.past`), so a
 ``known_at`` search ranks past versions from postings too; they count in no
 statistics.
 
+Where the dialect names a table for fresh postings (SQLite's ``lexical_fresh``), a
+write's new postings go there instead, and are merged into ``lexical_postings`` once
+it holds :data:`FRESH_ROWS` of them. ``lexical_postings`` is ordered by term, so a
+batch's postings land on a page per distinct term: thousands of pages rewritten (and
+written again to the WAL and the file) for each batch of 1,000 records. The fresh
+table is small, so a batch rewrites few of its pages, and a merge writes each page
+of ``lexical_postings`` once for many batches. A record's postings are always all in
+one of the two tables (written, replaced and merged whole), so a search sums each
+record's score within one table, adds the two tables' records together, and ranks
+exactly as over one table.
+
 BM25 (k1 = 1.2, b = 0.75, Lucene's idf ``ln(1 + (N - df + 0.5) / (df + 0.5))``, which
 stays positive) with N, the mean length and df of the searched namespace, over every
 record row of it (the scope decides which records are ranked, never the statistics).
@@ -48,6 +59,11 @@ REINDEX_BATCH = 1000
 #: document; the bound keeps the statement's parameters within every engine's limit).
 MAX_QUERY_TERMS = 1000
 
+#: The postings table searches read first, and where merged postings end up.
+MAIN = "lexical_postings"
+#: Fresh postings (where the dialect keeps them apart) are merged into :data:`MAIN` at
+#: the end of the write that brings them to this many.
+FRESH_ROWS = 64_000
 #: The index of replaced versions by record, which a known_at ranking reads them by.
 _BY_RECORD = "record_past_record"
 #: A record's terms with their counts, and its length in terms.
@@ -67,6 +83,39 @@ class Weights:
     terms: list[tuple[str, float]]
     base: float
     per_length: float
+
+
+def tiers(d: Dialect) -> list[str]:
+    """The tables a namespace's current postings are in (each record's in one)."""
+    return [MAIN] if d.fresh_postings is None else [MAIN, d.fresh_postings]
+
+
+def _by_record(d: Dialect, table: str) -> str:
+    # one record's postings, found by its index rather than a namespace's range
+    return d.by_index(table, f"{table}_record")
+
+
+def _sums(
+    d: Dialect, w: Weights, namespace: str, *, content_hash: bool = False
+) -> tuple[str, list[Any]]:
+    """Each current record's score summed over the query's terms, as rows (namespace,
+    record, [content_hash NULL,] score) from every postings table, and the parameters."""
+    values = ", ".join("(?, ?)" for _ in w.terms)
+    score = d.truncated("q.column2 * p.tf / (p.tf + ? + ? * p.length)")
+    hashed = " CAST(NULL AS TEXT) AS content_hash," if content_hash else ""
+    branches = [
+        f" SELECT p.namespace, p.record,{hashed} sum({score}) AS score"
+        f" FROM (VALUES {values}) q JOIN {table} p"
+        " ON p.namespace = ? AND p.term = q.column1"
+        " GROUP BY p.namespace, p.record"
+        for table in tiers(d)
+    ]
+    return " UNION ALL".join(branches), _term_params(w, namespace) * len(branches)
+
+
+def _term_params(w: Weights, namespace: str) -> list[Any]:
+    """The parameters of one table's sums: the length norm, the terms, the namespace."""
+    return [w.base, w.per_length, *(v for pair in w.terms for v in pair), namespace]
 
 
 def weights(
@@ -137,21 +186,15 @@ def _ranked(
 ) -> list[Any]:
     """The best ``limit`` current rows (``records`` aliased ``r``, within ``where``) by
     the postings, each row ``COLUMNS`` and the score in units of 1/SCALE."""
-    values = ", ".join("(?, ?)" for _ in w.terms)
-    score = d.truncated("q.column2 * p.tf / (p.tf + ? + ? * p.length)")
+    sums, sum_params = _sums(d, w, namespace)
     return list(
         tx.execute(
-            f"SELECT {prefixed('r')}, s.score FROM ("
-            f" SELECT p.namespace, p.record, sum({score}) AS score"
-            f" FROM (VALUES {values}) q JOIN lexical_postings p"
-            " ON p.namespace = ? AND p.term = q.column1"
-            " GROUP BY p.namespace, p.record) s"
+            f"SELECT {prefixed('r')}, s.score FROM ({sums}) s"
             f" {d.records_join('r', 's')} WHERE {where}"
             " ORDER BY s.score DESC, r.id LIMIT ?",
-            [w.base, w.per_length, *(v for pair in w.terms for v in pair), namespace,
-             *params, limit],
+            [*sum_params, *params, limit],
         ).fetchall()
-    )  # fmt: skip
+    )
 
 
 def _known(d: Dialect, tx: Tx, lane: Lane, w: Weights) -> list[tuple[Record, float]]:
@@ -170,14 +213,11 @@ def _known(d: Dialect, tx: Tx, lane: Lane, w: Weights) -> list[tuple[Record, flo
         d, "r", lane.namespace, lane.request, lane.window, lane.known_at, probed=True
     )
     rows = _ranked(d, tx, lane.namespace, w, current.where, current.params, lane.limit)
+    sums, sum_params = _sums(d, w, lane.namespace, content_hash=True)
     values = ", ".join("(?, ?)" for _ in w.terms)
     score = d.truncated("q.column2 * p.tf / (p.tf + ? + ? * p.length)")
-    terms = [w.base, w.per_length, *(v for pair in w.terms for v in pair), lane.namespace]
     rows += tx.execute(
-        f"SELECT {prefixed('r', 'record')}, s.score FROM ("
-        f" SELECT p.namespace, p.record, CAST(NULL AS TEXT) AS content_hash,"
-        f" sum({score}) AS score FROM (VALUES {values}) q JOIN lexical_postings p"
-        " ON p.namespace = ? AND p.term = q.column1 GROUP BY p.namespace, p.record"
+        f"SELECT {prefixed('r', 'record')}, s.score FROM ({sums}"
         " UNION ALL"
         f" SELECT p.namespace, p.record, p.content_hash, sum({score}) AS score"
         f" FROM (VALUES {values}) q JOIN past_postings p"
@@ -189,7 +229,7 @@ def _known(d: Dialect, tx: Tx, lane: Lane, w: Weights) -> list[tuple[Record, flo
         " THEN r.content_hash = c.content_hash"
         " ELSE r.content_hash = s.content_hash AND r.content_hash <> c.content_hash END)"
         " ORDER BY s.score DESC, r.id LIMIT ?",
-        [*terms, *terms, *replaced.params, lane.limit],
+        [*sum_params, *_term_params(w, lane.namespace), *replaced.params, lane.limit],
     ).fetchall()
     return best(hits(rows, lane.request, lambda row: int(row[-1]) / SCALE), lane.limit)
 
@@ -228,11 +268,6 @@ class LexicalWrites:
     _df: Counter[str] = field(default_factory=Counter)
     _documents: int = 0
     _length: int = 0
-
-    @property
-    def _by_record(self) -> str:
-        # one record's postings, found by its index rather than a namespace's range
-        return self.d.by_index("lexical_postings", "lexical_postings_record")
 
     def language(self) -> str:
         if self._language is None:
@@ -274,12 +309,13 @@ class LexicalWrites:
         if pending is not None:  # written in this transaction, not in the table yet
             _insert_postings(self.tx, self.namespace, {rowid: pending}, content_hash=content_hash)
             return
-        self.tx.execute(
-            "INSERT INTO past_postings (namespace, term, record, content_hash, tf, length)"
-            f" SELECT namespace, term, record, ?, tf, length FROM {self._by_record}"
-            " WHERE namespace = ? AND record = ? ON CONFLICT DO NOTHING",
-            (content_hash, self.namespace, rowid),
-        )
+        for table in tiers(self.d):
+            self.tx.execute(
+                "INSERT INTO past_postings (namespace, term, record, content_hash, tf, length)"
+                f" SELECT namespace, term, record, ?, tf, length FROM {_by_record(self.d, table)}"
+                " WHERE namespace = ? AND record = ? ON CONFLICT DO NOTHING",
+                (content_hash, self.namespace, rowid),
+            )
 
     def _put(self, rowid: int, document: Document) -> None:
         counts, length = document
@@ -293,24 +329,27 @@ class LexicalWrites:
             counts, length = pending
             terms: Iterable[str] = counts.keys()
         else:
-            rows = self.tx.execute(
-                f"SELECT term, length FROM {self._by_record} WHERE namespace = ? AND record = ?",
-                (self.namespace, rowid),
-            ).fetchall()
-            terms = [row[0] for row in rows]
-            length = int(rows[0][1]) if rows else 0
-            if rows:
-                self.tx.execute(
-                    f"DELETE FROM {self._by_record} WHERE namespace = ? AND record = ?",
+            terms, length = [], 0
+            for table in tiers(self.d):  # the record's postings are in one of them
+                by_record = _by_record(self.d, table)
+                rows = self.tx.execute(
+                    f"SELECT term, length FROM {by_record} WHERE namespace = ? AND record = ?",
                     (self.namespace, rowid),
-                )
+                ).fetchall()
+                if rows:
+                    terms += [row[0] for row in rows]
+                    length += int(rows[0][1])
+                    self.tx.execute(
+                        f"DELETE FROM {by_record} WHERE namespace = ? AND record = ?",
+                        (self.namespace, rowid),
+                    )
         self._df.subtract(terms)
         self._length -= length
 
     def flush(self) -> None:
         """Writes the postings and counts this transaction changed."""
         ns = self.namespace
-        _insert_postings(self.tx, ns, self._pending, self.d)
+        written = _insert_postings(self.tx, ns, self._pending, self.d)
         self._pending.clear()
         changed = sorted((term, delta) for term, delta in self._df.items() if delta)
         if changed:
@@ -335,6 +374,28 @@ class LexicalWrites:
             )
         self._df.clear()
         self._documents = self._length = 0
+        if written and self.d.fresh_postings is not None:
+            (total,) = self.tx.execute(
+                f"UPDATE {self.d.fresh_postings}_written SET rows = rows + ? RETURNING rows",
+                (written,),
+            ).fetchone()
+            if total >= FRESH_ROWS:
+                merge_fresh(self.d, self.tx)
+
+
+def merge_fresh(d: Dialect, tx: Tx) -> None:
+    """Moves every fresh posting (of every namespace) into :data:`MAIN`, in the order
+    of its key."""
+    fresh = d.fresh_postings
+    if fresh is None:
+        return
+    columns = ", ".join(POSTING_COLUMNS)
+    tx.execute(
+        f"INSERT INTO {MAIN} ({columns}) SELECT {columns} FROM {fresh}"
+        " ORDER BY namespace, term, record"
+    )
+    tx.execute(f"DELETE FROM {fresh}")
+    tx.execute(f"UPDATE {fresh}_written SET rows = 0")
 
 
 # -- indexing a whole namespace -----------------------------------------------------
@@ -350,11 +411,11 @@ def _insert_postings(
     documents: dict[int, Document],
     d: Dialect | None = None,
     content_hash: str | None = None,
-) -> None:
+) -> int:
     """Postings of current contents (through the write's dialect ``d`` when given), or
-    (``content_hash``) of a past one."""
+    (``content_hash``) of a past one. Returns how many rows."""
     if not documents:
-        return
+        return 0
     if content_hash is None:
         # in the key's order, each row beside the last: grouped by term (few of them
         # sort far faster than every row would), each term's rows by record
@@ -368,7 +429,7 @@ def _insert_postings(
                 else:
                     found.append(row)
         if not by_term:
-            return
+            return 0
         rows = []
         for term in sorted(by_term):
             group = by_term[term]
@@ -376,19 +437,23 @@ def _insert_postings(
                 group.sort(key=_RECORD)  # written in rowid order mostly: a linear pass
             rows += group
         if d is not None:  # a write's postings, as its dialect inserts rows
-            d.insert_rows(tx, "lexical_postings", POSTING_COLUMNS, rows)
-            return
-        tx.executemany(
-            f"INSERT INTO lexical_postings ({', '.join(POSTING_COLUMNS)}) VALUES (?, ?, ?, ?, ?)",
-            rows,
-        )
-        return
+            d.insert_rows(tx, d.fresh_postings or MAIN, POSTING_COLUMNS, rows)
+        else:
+            tx.executemany(
+                f"INSERT INTO {MAIN} ({', '.join(POSTING_COLUMNS)}) VALUES (?, ?, ?, ?, ?)", rows
+            )
+        return len(rows)
+    past = [
+        (namespace, term, rowid, content_hash, tf, length)
+        for rowid, (counts, length) in documents.items()
+        for term, tf in counts.items()
+    ]
     tx.executemany(
         "INSERT INTO past_postings (namespace, term, record, content_hash, tf, length)"
         " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-        [(namespace, term, rowid, content_hash, tf, length)
-         for rowid, (counts, length) in documents.items() for term, tf in counts.items()],
-    )  # fmt: skip
+        past,
+    )
+    return len(past)
 
 
 def _index_past(tx: Tx, namespace: str, language: str) -> None:
@@ -414,9 +479,12 @@ def index_past(tx: Tx) -> None:
         _index_past(tx, namespace, language(tx, namespace))
 
 
-def reindex(tx: Tx, namespace: str, language: str) -> None:
-    """Indexes every record of ``namespace`` anew in ``language`` (in ``tx``)."""
-    for table in ("lexical_postings", "lexical_terms", "lexical_stats"):
+def reindex(tx: Tx, namespace: str, language: str, d: Dialect | None = None) -> None:
+    """Indexes every record of ``namespace`` anew in ``language`` (in ``tx``; ``d``:
+    the store's dialect, whose fresh postings go too; without it, at a migration
+    before they existed)."""
+    fresh = [d.fresh_postings] if d is not None and d.fresh_postings else []
+    for table in (MAIN, *fresh, "lexical_terms", "lexical_stats"):
         tx.execute(f"DELETE FROM {table} WHERE namespace = ?", (namespace,))
     df: Counter[str] = Counter()
     documents = length = last = 0
@@ -457,7 +525,7 @@ def set_language(d: Dialect, tx: Tx, namespace: str, wanted: str) -> bool:
     in another language. Returns whether anything changed."""
     if LexicalWrites(d, tx, namespace).language() == wanted:
         return False
-    reindex(tx, namespace, wanted)
+    reindex(tx, namespace, wanted, d)
     _index_past(tx, namespace, wanted)
     return True
 
@@ -465,23 +533,29 @@ def set_language(d: Dialect, tx: Tx, namespace: str, wanted: str) -> bool:
 # -- checks ---------------------------------------------------------------------------
 
 
-def integrity(read: Any) -> Finding:
-    """The lexical rows agree with the records: ``read(sql)`` returns rows."""
+def integrity(read: Any, tables: Sequence[str] = (MAIN,)) -> Finding:
+    """The lexical rows agree with the records: ``read(sql)`` returns rows; ``tables``:
+    the postings tables (:func:`tiers`), each record's postings counted once."""
+
+    def each(sql: str) -> str:  # a count over every postings table, p standing for each
+        return " + ".join(f"({sql.format(postings=table)})" for table in tables)
+
     found = Finding("full-text index")
     checks = (
         ("postings of no record",
-         "SELECT count(*) FROM lexical_postings p WHERE NOT EXISTS (SELECT 1 FROM records r"
-         " WHERE r.namespace = p.namespace AND r.rowid = p.record)"),
+         "SELECT " + each("SELECT count(*) FROM {postings} p WHERE NOT EXISTS (SELECT 1 FROM"
+                          " records r WHERE r.namespace = p.namespace AND r.rowid = p.record)")),
         ("namespaces whose record count is off",
          "SELECT count(*) FROM lexical_stats s WHERE s.documents <> (SELECT count(*)"
          " FROM records r WHERE r.namespace = s.namespace)"),
         ("namespaces whose total length is off",
-         "SELECT count(*) FROM lexical_stats s WHERE s.length <> (SELECT coalesce(sum(l), 0)"
-         " FROM (SELECT max(p.length) AS l FROM lexical_postings p"
-         " WHERE p.namespace = s.namespace GROUP BY p.record) x)"),
+         "SELECT count(*) FROM lexical_stats s WHERE s.length <> "
+         + each("SELECT coalesce(sum(l), 0) FROM (SELECT max(p.length) AS l FROM {postings} p"
+                " WHERE p.namespace = s.namespace GROUP BY p.record) x")),
         ("terms whose record count is off",
-         "SELECT count(*) FROM lexical_terms t WHERE t.df <> (SELECT count(*)"
-         " FROM lexical_postings p WHERE p.namespace = t.namespace AND p.term = t.term)"),
+         "SELECT count(*) FROM lexical_terms t WHERE t.df <> "
+         + each("SELECT count(*) FROM {postings} p WHERE p.namespace = t.namespace"
+                " AND p.term = t.term")),
         ("namespaces with records and no statistics",
          "SELECT count(DISTINCT r.namespace) FROM records r WHERE NOT EXISTS"
          " (SELECT 1 FROM lexical_stats s WHERE s.namespace = r.namespace)"),

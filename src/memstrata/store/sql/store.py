@@ -566,7 +566,9 @@ class SqlStore:
 
     def integrity(self) -> list[Finding]:
         with self.db.snapshot() as tx:
-            text = lexical.integrity(lambda sql: tx.execute(sql).fetchall())
+            text = lexical.integrity(
+                lambda sql: tx.execute(sql).fetchall(), lexical.tiers(self.dialect)
+            )
         return [*self.dialect.integrity(), text]
 
     # -- inspection -------------------------------------------------------------

@@ -71,6 +71,7 @@ class SqliteDialect(Dialect):
     name = "sqlite"
     true = "1"
     membership = "in"
+    fresh_postings = "lexical_fresh"
 
     def __init__(self, path: str) -> None:
         self.path = path

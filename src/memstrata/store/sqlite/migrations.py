@@ -474,6 +474,31 @@ def m009_record_time_postings_and_graph(conn: sqlite3.Connection) -> None:
     lexical.index_past(conn)
 
 
+@migration
+def m010_fresh_postings(conn: sqlite3.Connection) -> None:
+    """New postings go to a small table of their own, merged into ``lexical_postings``
+    now and then (:mod:`memstrata.store.sql.lexical`): a batch then rewrites a few of
+    its pages rather than a page of ``lexical_postings`` per distinct term."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE lexical_fresh (
+            namespace  TEXT NOT NULL,
+            term       TEXT NOT NULL,
+            record     INTEGER NOT NULL,
+            tf         INTEGER NOT NULL,
+            length     INTEGER NOT NULL,
+            PRIMARY KEY (namespace, term, record)
+        ) WITHOUT ROWID;
+        CREATE INDEX lexical_fresh_record ON lexical_fresh (namespace, record);
+        -- the postings written to lexical_fresh since it was last merged (removed
+        -- ones included): a write learns whether to merge without counting them
+        CREATE TABLE lexical_fresh_written (rows INTEGER NOT NULL);
+        INSERT INTO lexical_fresh_written (rows) VALUES (0);
+        """,
+    )
+
+
 def apply_migrations(conn: sqlite3.Connection, now: int) -> list[str]:
     """Applies what is missing, each in its own transaction. Returns the names applied."""
 
