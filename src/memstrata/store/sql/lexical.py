@@ -402,7 +402,7 @@ def merge_fresh(d: Dialect, tx: Tx) -> None:
 
 
 POSTING_COLUMNS = ("namespace", "term", "record", "tf", "length")
-_RECORD = itemgetter(2)
+_TERM_AND_RECORD = itemgetter(1, 2)
 
 
 def _insert_postings(
@@ -417,25 +417,14 @@ def _insert_postings(
     if not documents:
         return 0
     if content_hash is None:
-        # in the key's order, each row beside the last: grouped by term (few of them
-        # sort far faster than every row would), each term's rows by record
-        by_term: dict[str, list[tuple[str, str, int, int, int]]] = {}
-        for rowid, (counts, length) in documents.items():
-            for term, tf in counts.items():
-                row = (namespace, term, rowid, tf, length)
-                found = by_term.get(term)
-                if found is None:
-                    by_term[term] = [row]
-                else:
-                    found.append(row)
-        if not by_term:
+        rows = [
+            (namespace, term, rowid, tf, length)
+            for rowid, (counts, length) in documents.items()
+            for term, tf in counts.items()
+        ]
+        if not rows:
             return 0
-        rows = []
-        for term in sorted(by_term):
-            group = by_term[term]
-            if len(group) > 1:
-                group.sort(key=_RECORD)  # written in rowid order mostly: a linear pass
-            rows += group
+        rows.sort(key=_TERM_AND_RECORD)  # in the key's order: each lands beside the last
         if d is not None:  # a write's postings, as its dialect inserts rows
             d.insert_rows(tx, d.fresh_postings or MAIN, POSTING_COLUMNS, rows)
         else:
