@@ -15,7 +15,7 @@ from tests.support.raw import backend_of, dump_tables, execute, scalar
 import memstrata
 from memstrata import Memory
 from memstrata.domain.records import Origin, Record
-from memstrata.store.sql.rows import snapshot_body
+from memstrata.store.sql.rows import row_values, snapshot_body
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 _REFUSE = {
@@ -141,6 +141,9 @@ def test_a_versions_json_is_the_records_json(record: Record) -> None:
     expected.pop("payload", None)
     assert json.loads(snapshot_body(record)) == expected
     assert snapshot_body(record) == json.dumps(expected, sort_keys=True, ensure_ascii=False)
+    if record.created_at and record.updated_at and record.valid_from and record.version:
+        # as a write builds it, from the row's instants
+        assert snapshot_body(record, row_values(record)) == snapshot_body(record)
     known = {
         "id", "namespace", "content", "payload", "metadata", "tags", "kind", "key", "trust",
         "source", "origin", "created_at", "updated_at", "valid_from", "valid_to",

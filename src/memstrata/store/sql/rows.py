@@ -82,10 +82,11 @@ _JSON = json.JSONEncoder(ensure_ascii=False).encode
 _formatted = lru_cache(maxsize=4096)(format_instant)
 
 
-def snapshot_body(record: Record) -> str:
+def snapshot_body(record: Record, values: dict[str, Any] | None = None) -> str:
     """A version's verbatim JSON (the payload is kept beside it as bytes): what
     ``record.to_json()`` holds, without the payload, built without the serialiser
-    (every write makes one; tests hold the two equal)."""
+    (every write makes one; tests hold the two equal). ``values``: the record's
+    :func:`row_values`, whose instants are taken rather than converted again."""
     data: dict[str, Any] = {
         "id": record.id,
         "namespace": record.namespace,
@@ -100,6 +101,11 @@ def snapshot_body(record: Record) -> str:
         if value is not None:
             data[name] = value
     for name in _INSTANTS:
+        if values is not None and name in values:
+            us = values[name]
+            if us is not None:
+                data[name] = _formatted(us)
+            continue
         instant = getattr(record, name)
         if instant is not None:
             data[name] = _formatted(to_us(instant))

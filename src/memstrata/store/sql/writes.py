@@ -153,7 +153,7 @@ class Writes:
             d.insert_rows(tx, "record_meta", META_COLUMNS, meta)
         d.insert_rows(
             tx, "record_versions", VERSION_COLUMNS,
-            [(record.namespace, record.id, record.version, snapshot_body(record),
+            [(record.namespace, record.id, record.version, snapshot_body(record, values),
               record.payload)],
         )  # fmt: skip
         self.known[record.id] = (rowid, record)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from functools import cache
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,8 @@ _STORE_VECTOR = (
     " dimensions = excluded.dimensions, vector = excluded.vector, seq = excluded.seq"
 )
 _VECTOR_SEQ_AFTER = "UPDATE vector_seq SET value = value + ?"
+#: A row's values (``row_values``) in the order of ``ROW_FIELDS``.
+_ROW = itemgetter(*ROW_FIELDS)
 
 
 @cache
@@ -133,7 +136,7 @@ class SqliteDialect(Dialect):
     def insert_record(self, tx: Transaction, rowid: int | None, values: dict[str, Any]) -> int:
         if rowid is None:
             return int(tx.execute(_INSERT, values).lastrowid or 0)
-        tx.defer(_INSERT_AT, [(rowid, *(values[name] for name in ROW_FIELDS))])
+        tx.defer(_INSERT_AT, [(rowid, *_ROW(values))])
         return rowid
 
     def update_record(self, tx: sqlite3.Connection, rowid: int, values: dict[str, Any]) -> None:
