@@ -1,0 +1,99 @@
+"""Lexical search over fresh postings not merged yet against the same store merged:
+``python -m bench.fresh_postings --size 100000``.
+
+Ingests ``size`` records of the speed data (bench.synth, batches of 1000), the last
+batches with merges held back so the fresh table (SQLite's ``lexical_fresh``) holds
+nearly :data:`~memstrata.store.sql.lexical.FRESH_ROWS` postings; copies the file and
+merges the copy. Then every query goes to both stores in turn (the order alternating,
+so a load swing hits both alike): the same hits and scores, and each one's p50.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import memstrata
+from bench.common import RESULTS, log, machine, write_json
+from bench.engines.memstrata_engine import MemstrataEngine
+from bench.synth import generate
+from memstrata.store.sql import lexical
+
+BATCH = 1000
+ROUNDS = 15
+
+
+def run(size: int, seed: int) -> dict[str, Any]:
+    data = generate(size, 10, seed)
+    workdir = Path(tempfile.mkdtemp(prefix="msbench-fresh-"))
+    try:
+        engine = MemstrataEngine(str(workdir / "fresh.db"), "fresh", {})
+        engine.open()
+        held = lexical.FRESH_ROWS // (BATCH * 10)  # batches whose postings stay fresh
+        limit = lexical.FRESH_ROWS
+        for start in range(0, size, BATCH):
+            if start == size - held * BATCH:
+                lexical.FRESH_ROWS = 10**12
+            engine.ingest_batch(data, start, min(start + BATCH, size))
+        lexical.FRESH_ROWS = limit
+        assert engine.memory is not None
+        engine.memory.close()
+        shutil.copy(workdir / "fresh.db", workdir / "merged.db")
+        stores = {
+            name: memstrata.open(str(workdir / f"{name}.db"), embedder="none",
+                                 background_jobs=False)
+            for name in ("fresh", "merged")
+        }  # fmt: skip
+        merged = stores["merged"].service.store
+        merged.db.write(lambda tx: lexical.merge_fresh(merged.dialect, tx))
+        fresh_rows = {
+            name: m.service.store.db.conn().execute("SELECT count(*) FROM lexical_fresh")
+            .fetchone()[0]
+            for name, m in stores.items()
+        }  # fmt: skip
+        seconds: dict[str, list[float]] = {name: [] for name in stores}
+        same = True
+        for n in range(ROUNDS):
+            for query in data.queries.texts:
+                names = list(stores) if n % 2 else list(reversed(stores))
+                found = []
+                for name in names:
+                    t = time.perf_counter()
+                    hits = stores[name].search("bench", query, ranking="lexical", top_k=10).hits
+                    seconds[name].append(time.perf_counter() - t)
+                    found.append([(hit.record.id, hit.score) for hit in hits])
+                same = same and found[0] == found[1]
+        for m in stores.values():
+            m.close()
+    finally:
+        shutil.rmtree(workdir)
+    p50 = {name: statistics.median(s) * 1000 for name, s in seconds.items()}
+    return {
+        "size": size,
+        "seed": seed,
+        "machine": machine(),
+        "fresh_postings": fresh_rows,
+        "same_hits_and_scores": same,
+        "lexical_p50_ms": {name: round(v, 3) for name, v in p50.items()},
+        "fresh_vs_merged": round(p50["fresh"] / p50["merged"], 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--size", type=int, default=100_000)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    result = run(args.size, args.seed)
+    log(str(result))
+    write_json(args.out or RESULTS / f"fresh_postings_{args.size // 1000}k.json", result)
+
+
+if __name__ == "__main__":
+    main()
