@@ -28,6 +28,7 @@ from bench.synth import SpeedData
 from memstrata.domain.fusion import RRF_K as FUSION_K
 from memstrata.domain.fusion import coverage_bonus
 from memstrata.domain.words import DEFAULT_LANGUAGE, terms
+from memstrata.store.sqlite.vectors import gathered_scores
 
 K1 = 1.2
 B = 0.75
@@ -156,12 +157,13 @@ GATHER_SHARE = 0.25
 
 def floor_semantic(x: np.ndarray, rows: np.ndarray, query: np.ndarray, k: int) -> np.ndarray:
     """The top k of ``rows`` by dot product, the cheapest honest way: every row is one
-    contiguous matvec; a narrow scope gathers its rows first; a wide one scores the
+    contiguous matvec; a narrow scope gathers its rows first (a cache-sized chunk at a
+    time, as memstrata does); a wide one scores the
     whole matrix in one pass and picks its rows (cheaper than copying most of it)."""
     if rows.shape[0] == x.shape[0]:
         scores = x @ query  # rows is every row, in order
     elif rows.shape[0] < GATHER_SHARE * x.shape[0]:
-        scores = x[rows] @ query
+        scores = gathered_scores(x, rows, query)  # in cache-sized chunks, as memstrata
     else:
         scores = (x @ query)[rows]
     if scores.shape[0] > k:

@@ -85,8 +85,27 @@ class _Matrix:
         copying most of the matrix) and picks its own."""
         positions = self.position[rowids]
         if positions.shape[0] * 4 < self.count:
-            return self.rows[positions] @ query
+            return gathered_scores(self.rows, positions, query)
         return (self.rows[: self.count] @ query)[positions]
+
+
+#: Rows gathered and scored per step (512 x 384 float32 is 768 KiB): each chunk is
+#: scored while it is still in cache, instead of first copying every in-scope row out
+#: and then reading the copy again. Measured on 1M x 384 rows, scopes of 2 / 8 / 15 /
+#: 25 % gathered at random: 1.0 / 1.2 / 1.4 / 1.5x faster than the one-copy gather.
+GATHER_CHUNK = 512
+
+
+def gathered_scores(rows: np.ndarray, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """``rows[positions] @ query``, a chunk of rows at a time through one reused buffer."""
+    out = np.empty(positions.shape[0], dtype=np.result_type(rows.dtype, query.dtype))
+    buffer = np.empty((min(GATHER_CHUNK, positions.shape[0]), rows.shape[1]), rows.dtype)
+    for start in range(0, positions.shape[0], GATHER_CHUNK):
+        chunk = positions[start : start + GATHER_CHUNK]
+        gathered = buffer[: chunk.shape[0]]
+        np.take(rows, chunk, axis=0, out=gathered)
+        np.matmul(gathered, query, out=out[start : start + chunk.shape[0]])
+    return out
 
 
 class VectorCache:
