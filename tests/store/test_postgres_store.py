@@ -174,6 +174,65 @@ def test_scope_rows_gain_validity_when_an_older_schema_migrates(pg_target: str) 
             assert disagreeing == (0,), table
 
 
+def test_scope_indexes_become_covering_when_an_older_schema_migrates(pg_target: str) -> None:
+    """m008 widens the tag and metadata indexes in place: a store written under the
+    schema before it (its two indexes as they were) keeps every answer, and a
+    filtered scope can then be read from the index alone."""
+    batch = [{"id": f"r{i:02d}", "content": f"quiet river {i}", "tags": [f"t{i % 3}"],
+              "metadata": {"room": f"room-{i % 4}", "priority": str(i % 5)}}
+             for i in range(40)]  # fmt: skip
+    searches: list[dict[str, Any]] = [
+        {"tags": ["t1"]}, {"filter": {"room": "room-2"}},
+        {"predicates": [{"key": "room", "op": "IN", "values": ["room-1", "room-3"]}]},
+        {"predicates": [{"key": "priority", "op": "GTE", "values": ["3"]}], "tags": ["t0"]},
+    ]  # fmt: skip
+
+    def answers(m: memstrata.Memory) -> list[list[str]]:
+        return [m.search("ns", "river", ranking=ranking, top_k=50, **search).ids()
+                for search in searches for ranking in ("lexical", "semantic")]  # fmt: skip
+
+    with memstrata.open(pg_target, embedder="hash", background_jobs=False) as m:
+        m.upsert("ns", batch)
+        m.invalidate("ns", "r05")
+        m.delete("ns", "r06")
+        expected = answers(m)
+    with psycopg.connect(pg_target, autocommit=True) as conn:  # the schema before m008
+        conn.execute("DROP INDEX record_tags_tag")
+        conn.execute("CREATE INDEX record_tags_tag ON record_tags (namespace, md5(tag), record)")
+        conn.execute("DROP INDEX record_meta_value")
+        conn.execute(
+            "CREATE INDEX record_meta_value ON record_meta (namespace, key, md5(value), record)"
+        )
+        conn.execute("DELETE FROM schema_migrations WHERE name = 'm008_covering_scope_indexes'")
+    with memstrata.open(pg_target, embedder="hash", background_jobs=False) as m:
+        assert answers(m) == expected
+        m.upsert("ns", [{"id": "late", "content": "quiet river late", "tags": ["t1"],
+                         "metadata": {"room": "room-2"}}])  # fmt: skip
+        assert "late" in m.search("ns", "river", tags=["t1"], filter={"room": "room-2"}).ids()
+    with psycopg.connect(pg_target, autocommit=True) as conn:
+        included = dict(conn.execute(
+            "SELECT c.relname, array_agg(a.attname ORDER BY a.attnum)"
+            " FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+            " JOIN pg_attribute a ON a.attrelid = i.indexrelid AND a.attnum > i.indnkeyatts"
+            " WHERE c.relname IN ('record_tags_tag', 'record_meta_value')"
+            " AND c.relnamespace = current_schema()::regnamespace GROUP BY c.relname"
+        ).fetchall())  # fmt: skip
+        assert included == {
+            "record_tags_tag": ["tag", "valid_from", "valid_to", "deleted_at"],
+            "record_meta_value": ["value", "valid_from", "valid_to", "deleted_at"],
+        }
+        conn.execute("VACUUM record_meta")
+        conn.execute("SET enable_seqscan = off")
+        conn.execute("SET enable_bitmapscan = off")
+        plan = "\n".join(row[0] for row in conn.execute(
+            "EXPLAIN (ANALYZE, COSTS OFF) SELECT record FROM record_meta WHERE namespace = 'ns'"
+            " AND key = 'room' AND md5(value) = md5('room-2') AND value = 'room-2'"
+            " AND valid_from < 9e18 AND (valid_to IS NULL OR valid_to > 0) AND deleted_at IS NULL"
+        ).fetchall())  # fmt: skip
+        assert "Index Only Scan using record_meta_value" in plan, plan
+        assert "Heap Fetches: 0" in plan, plan
+
+
 def test_a_store_in_public_does_not_pass_for_a_schema_of_its_own(
     postgres_server: PgServer,
 ) -> None:
