@@ -221,16 +221,19 @@ def test_scope_indexes_become_covering_when_an_older_schema_migrates(pg_target: 
             "record_tags_tag": ["tag", "valid_from", "valid_to", "deleted_at"],
             "record_meta_value": ["value", "valid_from", "valid_to", "deleted_at"],
         }
+        # read by the index: only one that covers the scope's columns can be read
+        # alone (whether the heap is then skipped depends on VACUUM's visibility map,
+        # which other sessions of the server can hold back)
         conn.execute("VACUUM record_meta")
-        conn.execute("SET enable_seqscan = off")
-        conn.execute("SET enable_bitmapscan = off")
+        for scan in ("seqscan", "bitmapscan"):
+            conn.execute(f"SET enable_{scan} = off".encode())
         plan = "\n".join(row[0] for row in conn.execute(
             "EXPLAIN (ANALYZE, COSTS OFF) SELECT record FROM record_meta WHERE namespace = 'ns'"
             " AND key = 'room' AND md5(value) = md5('room-2') AND value = 'room-2'"
             " AND valid_from < 9e18 AND (valid_to IS NULL OR valid_to > 0) AND deleted_at IS NULL"
         ).fetchall())  # fmt: skip
         assert "Index Only Scan using record_meta_value" in plan, plan
-        assert "Heap Fetches: 0" in plan, plan
+        assert "Disabled" not in plan, plan
 
 
 def test_a_store_in_public_does_not_pass_for_a_schema_of_its_own(
