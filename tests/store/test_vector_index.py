@@ -7,6 +7,8 @@ and a saved copy the file disagrees with is not used."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -243,3 +245,21 @@ def test_a_few_writes_since_the_save_leave_the_mapped_graph_serving(
         assert isinstance(matrix.rows, np.memmap) and matrix.count == 301  # no copy made
     finally:
         fresh.close()
+
+
+def test_the_local_embedder_still_loads_after_the_graph_index(tmp_path: Path) -> None:
+    """A process that built or mapped the graph before it first embeds text: importing
+    onnxruntime after usearch's compiled module crashed it (SIGSEGV)."""
+    script = (
+        "import numpy as np\n"
+        "from memstrata.store.sqlite import ann\n"
+        "index = ann._new_index(8)\n"
+        "rows = np.eye(8, dtype=np.float32)[np.arange(50) % 8]\n"
+        "index.add(np.arange(50, dtype=np.uint64), rows)\n"
+        "import onnxruntime\n"
+        "print(len(index), onnxruntime.__name__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.split() == ["50", "onnxruntime"]

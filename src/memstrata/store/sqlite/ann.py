@@ -66,6 +66,11 @@ def fetch_count(limit: int, share: float) -> int:
 
 
 def _new_index(dimensions: int) -> Index:
+    # onnxruntime first: once usearch's compiled module is loaded, importing onnxruntime
+    # (the default local embedder's runtime) kills the process with SIGSEGV (usearch
+    # 2.26.6, onnxruntime 1.32.0); in the other order both work. Both are core
+    # dependencies, and a process may embed its first query after its first wide search.
+    import onnxruntime  # noqa: F401
     from usearch.index import Index  # imported on first use: a CLI call never loads it
 
     return Index(
