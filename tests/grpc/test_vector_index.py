@@ -1,5 +1,5 @@
 """The semantic signal's index marker over the wire: a hit the graph index found says
-``index = "hnsw"`` in ``SemanticSignal``, one an exact search found leaves it empty,
+``index = "ivf"`` in ``SemanticSignal``, one an exact search found leaves it empty,
 through a real grpcio client against the real servicer on a real SQLite file."""
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def test_the_semantic_signal_names_the_index_a_hit_was_found_through(
     wide = rpc.Search(pb.SearchRequest(namespace="ns", query_vector=query, top_k=5,
                                        mode=pb.SEARCH_MODE_DENSE))  # fmt: skip
     assert wide.hits and wide.hits[0].record.id == "m11"
-    assert {hit.signals.semantic.index for hit in wide.hits} == {"hnsw"}
+    assert {hit.signals.semantic.index for hit in wide.hits} == {"ivf"}
     assert wide.hits[0].signals.semantic.similarity == pytest.approx(1.0, abs=1e-5)
     # 5 of 60 vectors: under a fifth of the store, scored exactly, no marker
     narrow = rpc.Search(pb.SearchRequest(

@@ -1,4 +1,4 @@
-"""SQLite's graph index for wide scopes (memstrata.store.sqlite.ann): a search it
+"""SQLite's list index (IVF) for wide scopes (memstrata.store.sqlite.ann): a search it
 answers returns only the scope's records, with their exact cosine, at the recall of
 an exact search against a brute-force oracle; the copy follows writes through another
 handle; a fresh process starts from the saved copy and still sees every later write,
@@ -7,19 +7,17 @@ and a saved copy the file disagrees with is not used."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memstrata
 from memstrata.embedding import HashEmbedder
 from memstrata.store.sqlite import vector_file
-from memstrata.store.sqlite import vectors as vectors_lane
 
 DIMENSIONS = 16
 ROOMS = ("r0", "r1", "r2")
@@ -27,7 +25,7 @@ ROOMS = ("r0", "r1", "r2")
 
 def open_indexed(path: str) -> memstrata.Memory:
     """A handle whose every scope of 20+ vectors and a fifth of the store goes through
-    the graph index, built inside the search."""
+    the list index, built inside the search."""
     memory = memstrata.open(path, embedder=HashEmbedder(DIMENSIONS), background_jobs=False)
     vectors = memory.service.store.dialect._vectors  # type: ignore[attr-defined]
     vectors.background, vectors.min_rows, vectors.min_share = False, 20, 0.2
@@ -93,7 +91,7 @@ def test_the_index_returns_only_the_scope_at_the_recall_of_exact(
                 index = int(hit.record.id[1:])
                 assert index in in_scope, hit.record.id  # never outside the scope
                 assert abs(hit.score - float(vectors[index] @ query)) < 1e-5  # exact cosine
-                used += hit.signals["semantic"].get("index") == "hnsw"
+                used += hit.signals["semantic"].get("index") == "ivf"
             assert len(result.hits) == min(k, len(in_scope))
             recalls.append(len(best & set(result.ids())) / len(result.hits) if in_scope else 1)
         # an approximate index over a few hundred vectors: the mean of 20 queries per store
@@ -117,7 +115,7 @@ def test_the_index_follows_another_handle(tmp_path: Path) -> None:
         writer.upsert("ns", [{"id": "m7", "content": "moved", "vector": (-query).tolist()}])
         writer.upsert("ns", [{"id": "new", "content": "new", "vector": query.tolist()}])
         hits = search(reader, query, 3).hits
-        assert hits[0].record.id == "new" and hits[0].signals["semantic"]["index"] == "hnsw"
+        assert hits[0].record.id == "new" and hits[0].signals["semantic"]["index"] == "ivf"
         assert "m7" not in [h.record.id for h in hits]
         writer.delete("ns", "new", hard=True)
         assert "new" not in search(reader, query, 3).ids()
@@ -141,7 +139,7 @@ def test_a_fresh_process_starts_from_the_saved_copy(tmp_path: Path, monkeypatch:
     first.service.store.build_vector_index(DIMENSIONS)  # type: ignore[attr-defined]
     first.close()
     saved = list(Path(path + ".vectors").glob("*.json"))
-    assert len(saved) == 1 and json.loads(saved[0].read_text())["graph"]
+    assert len(saved) == 1 and json.loads(saved[0].read_text())["index"] == "ivf"
     # written after the save: the fresh process must read it from the table
     writer = memstrata.open(path, embedder=HashEmbedder(DIMENSIONS), background_jobs=False)
     writer.upsert("ns", [{"id": "late", "content": "late", "vector": vectors[5].tolist()}])
@@ -152,7 +150,7 @@ def test_a_fresh_process_starts_from_the_saved_copy(tmp_path: Path, monkeypatch:
     try:
         hits = search(fresh, vectors[5], 2).hits
         assert {h.record.id for h in hits} == {"m5", "late"}
-        assert hits[0].signals["semantic"]["index"] == "hnsw"  # the saved graph answered
+        assert hits[0].signals["semantic"]["index"] == "ivf"  # the saved index answered
     finally:
         fresh.close()
 
@@ -178,13 +176,12 @@ def test_a_copy_the_file_disagrees_with_is_not_used(tmp_path: Path, monkeypatch:
         fresh.close()
 
 
-def test_a_fresh_process_searches_the_mapped_graph_then_its_loaded_copy(
+def test_a_fresh_process_searches_through_the_saved_index_and_its_later_writes(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
-    """The saved graph is mapped, not loaded, by a fresh process: the writes made since
-    it was saved are searched exactly beside it (a new vector is found, a rewritten one
-    scored as it is now, a hard-deleted one never returned), and the loaded copy that
-    replaces the view answers the same."""
+    """The saved lists are adopted by a fresh process, no build needed: the writes made
+    since they were saved go to their lists (a new vector is found, a rewritten one
+    scored as it is now, a hard-deleted one never returned)."""
     monkeypatch.setattr(vector_file, "SAVE_MIN", 50)
     path = str(tmp_path / "store.db")
     first, vectors = written(path, 5, 300)
@@ -197,69 +194,57 @@ def test_a_fresh_process_searches_the_mapped_graph_then_its_loaded_copy(
     writer.close()
     fresh = open_indexed(path)
     cache = fresh.service.store.dialect._vectors  # type: ignore[attr-defined]
-    load = cache._promote
-    loads: list[object] = []
-    monkeypatch.setattr(cache, "_promote", loads.append)  # the view answers every search
-    monkeypatch.setattr(vectors_lane, "_STALE_MIN", 0)  # a load is due at once
-    monkeypatch.setattr(vectors_lane, "_STALE_SHARE", 10**9)
+    monkeypatch.setattr(cache, "_build", lambda matrix: pytest.fail("built anew"))
     try:
-        for loaded in (False, True):
-            hits = search(fresh, vectors[5], 2).hits
-            assert {h.record.id for h in hits} == {"m5", "late"}
-            assert {h.signals["semantic"]["index"] for h in hits} == {"hnsw"}
-            assert "m6" not in search(fresh, vectors[6], 5).ids()  # it points away now
-            assert search(fresh, -vectors[6], 1).ids() == ["m6"]
-            assert abs(search(fresh, -vectors[6], 1).hits[0].score - 1.0) < 1e-5
-            assert "m7" not in search(fresh, vectors[7], 5).ids()
-            matrix = next(iter(cache._matrices.values()))
-            assert (matrix.graph.index is not None) == loaded
-            if not loaded:
-                assert loads and matrix.graph.view is not None
-                monkeypatch.setattr(cache, "_promote", load)  # in the search (no thread)
-                cache.background = False
-                search(fresh, vectors[0], 1)
-                assert matrix.graph.view is None and matrix.graph.index is not None
+        hits = search(fresh, vectors[5], 2).hits
+        assert {h.record.id for h in hits} == {"m5", "late"}
+        assert {h.signals["semantic"]["index"] for h in hits} == {"ivf"}
+        assert "m6" not in search(fresh, vectors[6], 5).ids()  # it points away now
+        assert search(fresh, -vectors[6], 1).ids() == ["m6"]
+        assert abs(search(fresh, -vectors[6], 1).hits[0].score - 1.0) < 1e-5
+        assert "m7" not in search(fresh, vectors[7], 5).ids()
+        matrix = next(iter(cache._matrices.values()))
+        assert (
+            isinstance(matrix.rows, np.memmap) and matrix.index.size == matrix.live == 301
+        )  # m7 hard-deleted: never in scope
     finally:
         fresh.close()
 
 
-def test_a_few_writes_since_the_save_leave_the_mapped_graph_serving(
-    tmp_path: Path, monkeypatch: Any
-) -> None:
-    """A fresh process's first searches never wait for a graph load: the mapped graph
-    serves while few vectors changed since its save, and the matrix file's room takes
-    the new vectors without a copy."""
+def test_a_saved_index_the_rows_disagree_with_is_not_used(tmp_path: Path, monkeypatch: Any) -> None:
+    """Lists that do not hold exactly the saved copy's vectors void the whole copy: the
+    matrix is read from the table and the index built anew."""
     monkeypatch.setattr(vector_file, "SAVE_MIN", 50)
     path = str(tmp_path / "store.db")
-    first, vectors = written(path, 6, 300)
+    first, vectors = written(path, 8, 200)
     first.service.store.build_vector_index(DIMENSIONS)  # type: ignore[attr-defined]
     first.close()
-    writer = memstrata.open(path, embedder=HashEmbedder(DIMENSIONS), background_jobs=False)
-    writer.upsert("ns", [{"id": "late", "content": "late", "vector": vectors[9].tolist()}])
-    writer.close()
+    (saved,) = Path(path + ".vectors").glob("*.ivf.npz")
+    with np.load(saved) as held:
+        parts = dict(held)
+    parts["members"] = parts["members"][1:]  # a vector the lists lost
+    parts["sizes"][np.flatnonzero(parts["sizes"])[0]] -= 1
+    with open(saved, "wb") as out:
+        np.savez(out, **parts)
     fresh = open_indexed(path)
     try:
-        assert set(search(fresh, vectors[9], 2).ids()) == {"m9", "late"}
+        hits = search(fresh, vectors[3], 1).hits
+        assert hits[0].record.id == "m3" and hits[0].signals["semantic"]["index"] == "ivf"
         matrix = next(iter(fresh.service.store.dialect._vectors._matrices.values()))  # type: ignore[attr-defined]
-        assert matrix.graph.view is not None and matrix.graph.index is None
-        assert isinstance(matrix.rows, np.memmap) and matrix.count == 301  # no copy made
+        assert not isinstance(matrix.rows, np.memmap) and matrix.index.size == 200
     finally:
         fresh.close()
 
 
-def test_the_local_embedder_still_loads_after_the_graph_index(tmp_path: Path) -> None:
-    """A process that built or mapped the graph before it first embeds text: importing
-    onnxruntime after usearch's compiled module crashed it (SIGSEGV)."""
-    script = (
-        "import numpy as np\n"
-        "from memstrata.store.sqlite import ann\n"
-        "index = ann._new_index(8)\n"
-        "rows = np.eye(8, dtype=np.float32)[np.arange(50) % 8]\n"
-        "index.add(np.arange(50, dtype=np.uint64), rows)\n"
-        "import onnxruntime\n"
-        "print(len(index), onnxruntime.__name__)\n"
-    )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path)  # fmt: skip
-    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
-    assert done.stdout.split() == ["50", "onnxruntime"]
+def test_lists_are_retrained_once_the_store_doubled(tmp_path: Path) -> None:
+    memory, vectors = written(str(tmp_path / "store.db"), 9, 100)
+    try:
+        search(memory, vectors[0], 1)
+        matrix = next(iter(memory.service.store.dialect._vectors._matrices.values()))  # type: ignore[attr-defined]
+        assert matrix.index.trained == 100
+        more = clustered(10, 150)
+        write(memory, more, ["r0"] * 150, start=100)
+        assert search(memory, more[4], 1).ids() == ["m104"]
+        assert matrix.index.trained == 250 and matrix.index.size == 250
+    finally:
+        memory.close()

@@ -1,202 +1,225 @@
-"""The wide-scope index of the SQLite vector lane: an HNSW graph (usearch) over one
+"""The wide-scope index of the SQLite vector lane: an inverted file (IVF) over one
 embedder's vectors, answering a search whose scope is large and wide.
 
 Exact cosine over the in-scope rows costs a pass over them; for a scope of most of a
 large store that is a pass over the whole matrix. Above ``MIN_ROWS`` in-scope vectors
-holding at least ``MIN_SHARE`` of the index, the lane asks the graph instead for the
-nearest vectors of the whole store, keeps those in the scope (the same scope the exact
-path scores, decided before), asks deeper when too few are in it, and rescores the
-kept ones exactly from the matrix, so every score is the exact cosine. When even a
-deep ask finds fewer than the scope's best ``limit``, the search falls back to exact.
-Below the thresholds the search is exact. Hits found through the graph say so in their
-``semantic`` signal (``"index": "hnsw"``).
+holding at least ``MIN_SHARE`` of the index, the lane asks the index instead. The
+index splits the vectors into about √n lists by k-means (each vector belongs to the
+list of its nearest centroid); a search scores the centroids, takes the members of the
+nearest lists that are in the scope (the same scope the exact path scores, decided
+before), probes further lists while too few are found, and the caller rescores the
+kept ones exactly from the matrix, so every score is the exact cosine. When every list
+is probed and the scope's best ``limit`` are still not there, the search falls back to
+exact. Below the thresholds the search is exact. Hits found through the index say so
+in their ``semantic`` signal (``"index": "ivf"``).
 
-The graph is a copy, like the matrix it is built from (SPEC §12: rebuilt from the
-file, never a second truth): every vector the matrix takes or withdraws is applied to
-it, a build runs in a background thread while searches stay exact, and the changes
-made meanwhile are applied when it is done.
+How many lists a search probes is not tuned on any benchmark's queries: each build
+calibrates it on the store's own vectors (``calibrate``: stored vectors with noise as
+queries, their exact neighbours by a full pass), per search depth, to a mean recall of
+``TARGET`` with a floor of ``PROBES_MIN`` lists.
+
+The index is a copy, like the matrix it is built from (SPEC §12: rebuilt from the
+file, never a second truth): every vector the matrix takes goes to the list of its
+nearest centroid, a withdrawn one leaves its list, a build runs in a background thread
+while searches stay exact, and the changes made meanwhile are applied when it is done.
+Once the store has grown ``RETRAIN_GROWTH`` times past the size the lists were trained
+on, a new build retrains them (the old index serves until it is done).
 """
 
 from __future__ import annotations
 
 import math
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from usearch.index import Index
-
-# The switch, measured (``python -m bench.crossover``, bench/results/crossover_*.json:
-# CPU p50 of the lane once the scope is decided, random scopes, recall@10 against
-# exact). At 100k vectors the graph costs 1.16x exact at a tenth of the store (10k
-# rows), 0.52x at 15 % and 0.085x for every row, recall 0.96-0.99; over 11k vectors
-# 1.02x at half of them, 0.93x for every row, 1.7x at a quarter.
+# The switch, measured with the HNSW graph this index replaced (``python -m
+# bench.crossover``): at 100k vectors the index paid from about 10k rows and 15 % of
+# the store; kept (bench/README.md, "wide scopes", has the IVF figures).
 #: Fewer in-scope vectors than this: exact.
 MIN_ROWS = 10_000
-#: A scope holding less than this share of the index: exact (the graph would have to
-#: be asked for many times ``limit`` neighbours to find ``limit`` in the scope).
+#: A scope holding less than this share of the index: exact (the index would have to
+#: probe many lists to find ``limit`` in the scope).
 MIN_SHARE = 0.15
-# Measured on the bench's 100k clustered vectors (recall@10 of the graph alone, p50 of
-# one search, built with expansion_add 128): ef 32 1.00 / 1.07 ms, ef 64 1.00 / 1.6 ms;
-# i8 vectors lost recall (0.90), f16 halved memory at the same recall. That build took
-# 25 min of wall time on 2 loaded cores, so expansion_add is 40 here (on 20k noisier
-# vectors: 5.8 CPU s per 10k inserted, graph recall@10 0.90 before exact rescoring).
-# At 100k (bench/results/crossover_100k.json, this build): ef 48 / 64 / 96 gave
-# recall@10 0.93 / 0.96 / 0.99 for the whole store at 1.44 / 1.63 / 1.87 ms CPU.
-CONNECTIVITY = 16
-EXPANSION_ADD = 40
-EXPANSION_SEARCH = 64
-_BUILD_CHUNK = 65536
-_DEEPER = 4  # each retry asks for this many times more neighbours
-_RETRIES = 3
-_PARTIAL = 10
+#: The mean recall of the true neighbours a calibrated probe count reaches.
+TARGET = 0.97
+#: Never fewer lists probed than this (a calibration is a sample).
+PROBES_MIN = 8
+#: Candidates a search wants in its scope before it stops probing: this times the limit.
+MARGIN = 2
+#: Retrain (build anew) once the index holds this many times the vectors trained on.
+RETRAIN_GROWTH = 2.0
+_SAMPLE_PER_LIST = 64  # k-means trains on this many vectors per list at most
+_ITERATIONS = 6
+_QUERIES = 200  # calibration queries
+_NOISE = 0.5  # their noise, as a share of a unit vector's norm
+_DEPTHS = (10, 20, 40, 80, 160, 320, 640)  # calibrated search depths (limit / share)
+_CHUNK = 65536
 
 
-def fetch_count(limit: int, share: float) -> int:
-    """How many neighbours to ask the graph for, to find ``limit`` in a scope holding
-    ``share`` of its vectors: twice the limit for the whole store, and ``_PARTIAL``
-    times the limit per share left out (a scope's best ``limit`` rank about
-    ``limit / share`` deep in the store, and the graph's deeper ranks are rougher).
-    Measured on 10k clustered vectors (recall@10 after exact rescoring, random scopes):
-    share 0.5 asked 40 / 80 / 160 deep: 0.90 / 0.91 / 0.95; share 0.25 asked 80 / 160
-    / 320: 0.80 / 0.89 / 0.98 (bench/README.md, "wide scopes")."""
-    return 2 * limit + math.ceil(_PARTIAL * limit * (1.0 / share - 1.0))
+def list_count(vectors: int) -> int:
+    """About √n lists (a search probes a few lists of about √n vectors each)."""
+    return max(1, min(4096, round(math.sqrt(vectors))))
 
 
-def _new_index(dimensions: int) -> Index:
-    # onnxruntime first: once usearch's compiled module is loaded, importing onnxruntime
-    # (the default local embedder's runtime) kills the process with SIGSEGV (usearch
-    # 2.26.6, onnxruntime 1.32.0); in the other order both work. Both are core
-    # dependencies, and a process may embed its first query after its first wide search.
-    import onnxruntime  # noqa: F401
-    from usearch.index import Index  # imported on first use: a CLI call never loads it
-
-    return Index(
-        ndim=dimensions, metric="ip", dtype="f32", connectivity=CONNECTIVITY,
-        expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH,
-    )  # fmt: skip
-
-
-def open_index(path: str, dimensions: int, *, view: bool = False) -> Index:
-    """A saved graph, read into memory (it is changed in place as vectors change), or
-    (``view``) mapped read-only from the file: ready at once, but never to be changed
-    (usearch refuses an add to a view, and a remove from one crashes)."""
-    index = _new_index(dimensions)
-    if view:
-        index.view(path)
-    else:
-        index.load(path)
-    if index.ndim != dimensions:
-        raise ValueError(f"{path} holds a graph of {index.ndim} dimensions")
-    return index
+def train(sample: np.ndarray, lists: int, rng: np.random.Generator) -> np.ndarray:
+    """Unit centroids of ``lists`` spherical k-means clusters of ``sample``'s rows."""
+    centroids = sample[rng.choice(sample.shape[0], lists, replace=False)].copy()
+    for _ in range(_ITERATIONS):
+        nearest = np.argmax(sample @ centroids.T, axis=1)
+        order = np.argsort(nearest, kind="stable")
+        sizes = np.bincount(nearest, minlength=lists)
+        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        filled = sizes > 0
+        sums = np.add.reduceat(sample[order], starts[filled], axis=0)
+        centroids[filled] = sums
+        empty = np.flatnonzero(~filled)  # reseeded from the sample
+        centroids[empty] = sample[rng.choice(sample.shape[0], empty.shape[0])]
+        norms = np.linalg.norm(centroids, axis=1, keepdims=True)
+        centroids /= np.maximum(norms, 1e-12)
+    return centroids.astype(np.float32)
 
 
-class GraphIndex:
-    """The HNSW copy of one matrix, keyed by record rowid. Every method but ``build``
+def assign(vectors: np.ndarray, centroids: np.ndarray) -> np.ndarray:
+    """Each vector's nearest centroid."""
+    out = np.empty(vectors.shape[0], dtype=np.int32)
+    for start in range(0, vectors.shape[0], _CHUNK):
+        out[start : start + _CHUNK] = np.argmax(vectors[start : start + _CHUNK] @ centroids.T, 1)
+    return out
+
+
+def calibrate(
+    rows: np.ndarray, lists: np.ndarray, centroids: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    """The lists to probe for each of ``_DEPTHS``: the fewest whose members hold, on
+    average, ``TARGET`` of a query's true nearest ``depth`` vectors (queries: stored
+    vectors plus noise; truth: a full exact pass; ``lists[i]`` is ``rows[i]``'s list)."""
+    count = rows.shape[0]
+    picks = rng.choice(count, min(_QUERIES, count), replace=False)
+    noise = rng.normal(size=(picks.shape[0], rows.shape[1])).astype(np.float32)
+    queries = rows[np.sort(picks)] + _NOISE * noise / math.sqrt(rows.shape[1])
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    deepest = min(_DEPTHS[-1], count)
+    best_scores = np.full((queries.shape[0], 0), -np.inf, dtype=np.float32)
+    best = np.zeros((queries.shape[0], 0), dtype=np.int64)
+    for start in range(0, count, _CHUNK):  # a running exact top ``deepest``
+        scores = np.concatenate([best_scores, queries @ rows[start : start + _CHUNK].T], 1)
+        index = np.concatenate(
+            [best, np.broadcast_to(np.arange(start, min(count, start + _CHUNK)),
+                                   (queries.shape[0], min(count, start + _CHUNK) - start))],
+            1,
+        )  # fmt: skip
+        keep = np.argpartition(-scores, deepest - 1, axis=1)[:, :deepest]
+        best_scores = np.take_along_axis(scores, keep, 1)
+        best = np.take_along_axis(index, keep, 1)
+    order = np.argsort(-best_scores, axis=1)
+    best = np.take_along_axis(best, order, 1)
+    # the rank of each list by the query's centroid score (0: probed first)
+    by_score = np.argsort(-(queries @ centroids.T), axis=1)
+    rank = np.empty_like(by_score)
+    np.put_along_axis(rank, by_score, np.arange(centroids.shape[0])[None, :], 1)
+    needed = np.take_along_axis(rank, lists[best].astype(np.int64), 1)  # probes to reach each
+    probes = []
+    for depth in _DEPTHS:
+        ranks = needed[:, : min(depth, deepest)]
+        # recall at p probes is the share of ranks < p: the TARGET quantile, plus one
+        reach = int(np.quantile(ranks, TARGET, method="higher")) + 1
+        probes.append(min(centroids.shape[0], max(PROBES_MIN, reach)))
+    return np.maximum.accumulate(np.asarray(probes, dtype=np.int64))
+
+
+class ListIndex:
+    """The IVF copy of one matrix, keyed by record rowid. Every method but ``build``
     is called with the vector cache's lock held."""
 
     def __init__(self, dimensions: int) -> None:
         self.dimensions = dimensions
-        self.index: Index | None = None
+        self.centroids: np.ndarray | None = None
+        self.members: list[np.ndarray] = []  # each list's rowids
+        self.where = np.full(0, -1, dtype=np.int32)  # rowid -> its list, -1 = none
+        self.probes = np.zeros(len(_DEPTHS), dtype=np.int64)  # by depth, calibrated
+        self.trained = 0  # vectors the lists were trained on
+        self.size = 0  # vectors in the lists
         self._pending: set[int] | None = None  # rowids changed while a build runs
-        # A fresh process's saved graph, mapped read-only until a loaded copy replaces
-        # it (loading a graph costs seconds at 100k; mapping it, milliseconds), and
-        # the rowids changed since it was saved (searched exactly beside it).
-        self.view: Index | None = None
-        self.saved: str | None = None
-        self._stale: set[int] = set()
-        self.loading = False  # a promote is running
 
     @property
     def ready(self) -> bool:
-        return self.index is not None or self.view is not None
+        return self.centroids is not None
 
     @property
     def building(self) -> bool:
         return self._pending is not None
 
-    @property
-    def stale(self) -> int:
-        """How many vectors changed since the mapped graph was saved."""
-        return len(self._stale)
+    def due(self) -> bool:
+        """True when the store has outgrown the lists' training: a retrain is due."""
+        return self.ready and not self.building and self.size > RETRAIN_GROWTH * self.trained
 
-    def adopt(self, path: str) -> None:
-        """Starts from a saved graph: mapped now, loaded (changeable) by ``promote``."""
-        self.view = open_index(path, self.dimensions, view=True)
-        self.saved = path
-
-    def promote(self, lock: threading.Lock, current: _Lookup) -> None:
-        """Replaces the mapped graph with a loaded copy (without the lock), then under
-        it applies every change made since the graph was saved."""
-        path = self.saved
-        if path is None:
-            return
-        try:
-            index = open_index(path, self.dimensions)
-        except (OSError, RuntimeError, ValueError):  # gone or unreadable: built anew later
-            index = None
-        with lock:
-            if self.saved != path:
-                return
-            view, self.view, self.saved = self.view, None, None
-            stale, self._stale = self._stale, set()
-            del view  # searches hold the lock: none is using it now
-            if index is None:
-                return
-            self.index = index
-            if stale:
-                changed = np.fromiter(stale, np.int64, len(stale))
-                alive, vectors = current(changed)
-                self.changed(changed[~alive], None)
-                if alive.any():
-                    self.changed(changed[alive], vectors)
+    def start(self) -> bool:
+        """Marks a build as begun; False when one is running, or done and not due."""
+        if self._pending is not None or (self.ready and not self.due()):
+            return False
+        self._pending = set()
+        return True
 
     def changed(self, rowids: np.ndarray, vectors: np.ndarray | None) -> None:
         """The matrix took ``vectors`` for ``rowids`` (None: withdrew them)."""
         if self._pending is not None:
             self._pending.update(rowids.tolist())
-        if self.index is None:
-            if self.view is not None:
-                self._stale.update(rowids.tolist())
+        if self.centroids is None:
             return
-        keys = np.unique(rowids).astype(np.uint64)
-        present = np.asarray(self.index.contains(keys), dtype=bool).reshape(-1)
-        if present.any():
-            self.index.remove(keys[present])
-        if vectors is not None:
-            # the last vector of a rowid wins, as in the matrix
+        if vectors is not None:  # the last vector of a rowid wins, as in the matrix
             _, last = np.unique(rowids[::-1], return_index=True)
             chosen = rowids.shape[0] - 1 - last
-            self.index.add(rowids[chosen].astype(np.uint64), vectors[chosen], threads=1)
-
-    def start(self) -> bool:
-        """Marks a build as begun; False when one is running or done (or a saved graph
-        is mapped) already."""
-        if self.index is not None or self.view is not None or self._pending is not None:
-            return False
-        self._pending = set()
-        return True
+            rowids, vectors = rowids[chosen], vectors[chosen]
+        else:
+            rowids = np.unique(rowids)
+        top = int(rowids.max()) if rowids.shape[0] else -1
+        if top >= self.where.shape[0]:
+            grown = np.full(max(top + 1, 2 * self.where.shape[0]), -1, dtype=np.int32)
+            grown[: self.where.shape[0]] = self.where
+            self.where = grown
+        old = self.where[rowids]
+        self.where[rowids] = -1
+        for list_id in np.unique(old[old >= 0]).tolist():
+            held = self.members[list_id]
+            self.members[list_id] = held[self.where[held] == list_id]
+        self.size -= int(np.count_nonzero(old >= 0))
+        if vectors is None or rowids.shape[0] == 0:
+            return
+        nearest = assign(vectors, self.centroids)
+        self.where[rowids] = nearest
+        order = np.argsort(nearest, kind="stable")
+        ids, starts = np.unique(nearest[order], return_index=True)
+        for list_id, part in zip(ids.tolist(), np.split(rowids[order], starts[1:]), strict=True):
+            self.members[list_id] = np.concatenate([self.members[list_id], part])
+        self.size += int(rowids.shape[0])
 
     def build(self, rowids: np.ndarray, positions: np.ndarray, rows: np.ndarray,
               lock: threading.Lock, current: _Lookup) -> None:  # fmt: skip
-        """Builds the graph from a snapshot (``rows[positions[i]]`` is ``rowids[i]``'s
-        vector) without the lock, then under it applies what changed meanwhile (a
-        rewritten row may have been read either way: it is among the changes)."""
+        """Trains, fills and calibrates the lists from a snapshot (``rows[positions[i]]``
+        is ``rowids[i]``'s vector) without the lock, then under it applies what changed
+        meanwhile (a rewritten row may have been read either way: it is among them)."""
         try:
-            index = _new_index(self.dimensions)
-            for start in range(0, rowids.shape[0], _BUILD_CHUNK):
-                stop = start + _BUILD_CHUNK
-                index.add(rowids[start:stop].astype(np.uint64), rows[positions[start:stop]],
-                          threads=0)  # fmt: skip
+            rng = np.random.default_rng(rowids.shape[0])
+            lists = list_count(rowids.shape[0])
+            sample = rng.choice(rowids.shape[0], min(rowids.shape[0], _SAMPLE_PER_LIST * lists),
+                                replace=False)  # fmt: skip
+            centroids = train(rows[positions[np.sort(sample)]], lists, rng)
+            nearest = np.empty(rowids.shape[0], dtype=np.int32)
+            for start in range(0, rowids.shape[0], _CHUNK):
+                part = rows[positions[start : start + _CHUNK]]
+                nearest[start : start + _CHUNK] = assign(part, centroids)
+            snapshot = _Snapshot(rows, positions)
+            probes = calibrate(snapshot, nearest, centroids, rng)  # type: ignore[arg-type]
+            members = _group(rowids, nearest, lists)
         except BaseException:
-            with lock:  # searches stay exact; the next wide one starts a build again
+            with lock:  # searches stay as they were; the next wide one starts a build again
                 self._pending = None
             raise
         with lock:
             pending, self._pending = self._pending or set(), None
-            self.index = index
+            self.install(centroids, members, probes, int(rowids.shape[0]))
             if pending:
                 changed = np.fromiter(pending, np.int64, len(pending))
                 alive, vectors = current(changed)
@@ -204,37 +227,70 @@ class GraphIndex:
                 if alive.any():
                     self.changed(changed[alive], vectors)
 
+    def install(self, centroids: np.ndarray, members: list[np.ndarray], probes: np.ndarray,
+                trained: int) -> None:  # fmt: skip
+        """Takes trained lists (a build's or a saved copy's) in place of any held."""
+        top = max((int(m.max()) for m in members if m.shape[0]), default=-1)
+        where = np.full(max(1024, top + 1), -1, dtype=np.int32)
+        for list_id, held in enumerate(members):
+            where[held] = list_id
+        self.centroids, self.members, self.where = centroids, members, where
+        self.probes, self.trained = probes, trained
+        self.size = sum(int(m.shape[0]) for m in members)
+
     def search(
         self, member: np.ndarray | None, in_scope: int, query: np.ndarray, limit: int
     ) -> np.ndarray | None:
         """Rowids of candidates in the scope (``member[rowid]``; None: every vector),
-        at least the scope's ``limit`` best by the graph, or None when the graph cannot
-        find enough of them (the caller then scores exactly)."""
-        graph = self.index if self.index is not None else self.view
-        assert graph is not None
-        size = len(graph)
-        if size == 0:
+        the in-scope members of the lists probed, or None when even every list holds
+        fewer than the scope's ``limit`` (the caller then scores exactly)."""
+        assert self.centroids is not None
+        if self.size == 0:
             return None
-        share = min(1.0, in_scope / size)
-        count = min(size, fetch_count(limit, share))
-        stale = None
-        if self.index is None and self._stale:  # the view lacks these: scored exactly
-            stale = np.fromiter(self._stale, np.int64, len(self._stale))
-            assert member is not None  # the caller marks the scope while a view serves
-            stale = stale[stale < member.shape[0]]
-            stale = stale[member[stale]]
-        for _ in range(_RETRIES):
-            found = graph.search(query, count, threads=1)
-            keys = np.asarray(found.keys, dtype=np.int64)
-            if member is not None:
-                keys = keys[keys < member.shape[0]]
-                keys = keys[member[keys]]
-            if stale is not None:
-                keys = np.union1d(keys, stale)
-            if keys.shape[0] >= min(limit, in_scope) or count >= size:
-                return keys if keys.shape[0] >= min(limit, in_scope) else None
-            count = min(size, count * _DEEPER)
-        return None
+        lists = self.centroids.shape[0]
+        depth = limit * self.size / max(1, in_scope)  # the scope's best rank this deep
+        step = min(len(_DEPTHS) - 1, int(np.searchsorted(_DEPTHS, depth)))
+        probes = int(self.probes[step])
+        if depth > _DEPTHS[-1]:  # deeper than calibrated: more lists, by the same ratio
+            probes = min(lists, math.ceil(probes * depth / _DEPTHS[-1]))
+        order = np.argsort(-(self.centroids @ query))
+        want = min(in_scope, MARGIN * limit)
+        taken = 0
+        found: list[np.ndarray] = []
+        count = 0
+        while True:
+            for list_id in order[taken:probes].tolist():
+                keys = self.members[list_id]
+                if member is not None:  # every rowid held is below its size
+                    keys = keys[member[keys]]
+                found.append(keys)
+                count += keys.shape[0]
+            taken = probes
+            if count >= want or taken >= lists:
+                break
+            probes = min(lists, 2 * probes)
+        if count < min(limit, in_scope):
+            return None
+        return np.concatenate(found)
+
+
+class _Snapshot:
+    """Rows of a snapshot in rowid order, read lazily (``rows[positions[i]]``): a
+    calibration reads them in chunks instead of copying the whole matrix."""
+
+    def __init__(self, rows: np.ndarray, positions: np.ndarray) -> None:
+        self.rows, self.positions = rows, positions
+        self.shape = (positions.shape[0], rows.shape[1])
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        return self.rows[self.positions[key]]
+
+
+def _group(rowids: np.ndarray, nearest: np.ndarray, lists: int) -> list[np.ndarray]:
+    order = np.argsort(nearest, kind="stable")
+    bounds = np.searchsorted(nearest[order], np.arange(lists + 1))
+    grouped = rowids[order]
+    return [grouped[bounds[i] : bounds[i + 1]].copy() for i in range(lists)]
 
 
 if TYPE_CHECKING:

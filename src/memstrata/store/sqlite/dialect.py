@@ -281,10 +281,10 @@ class SqliteDialect(Dialect):
                 return [], unembedded
             query = query.astype(np.float32)
             found = SemanticHits()
-            # a wide scope: the graph index's candidates, each then scored exactly
+            # a wide scope: the index's candidates, each then scored exactly
             candidates = self._vectors.candidates(matrix, rowids, query, limit)
             if candidates is not None:
-                rowids, found.found_by = candidates, "hnsw"
+                rowids, found.found_by = candidates, "ivf"
             similarities = matrix.scores(rowids, query)
             chosen = top_k(similarities, limit)
             by_rowid = {int(rowids[i]): float(similarities[i]) for i in chosen}
@@ -306,7 +306,7 @@ class SqliteDialect(Dialect):
             matrices = [self._vectors.refresh(conn, e, dimensions) for e in embedders]
         for matrix in matrices:
             if matrix.live >= max(1, self._vectors.min_rows):
-                self._vectors.build_graph(matrix)
+                self._vectors.build_index(matrix)
 
     def vectors_for(
         self, namespace: str, ids: Sequence[str], embedder_id: str

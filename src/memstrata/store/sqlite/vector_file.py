@@ -1,4 +1,4 @@
-"""A saved copy of the vector matrix (and its graph index) beside the SQLite file, so a
+"""A saved copy of the vector matrix (and its list index) beside the SQLite file, so a
 fresh process starts from it instead of reading every vector row.
 
 Reading a million vectors from the ``vectors`` table costs seconds; mapping a file of
@@ -13,8 +13,11 @@ dimensions is ignored; deleting the directory loses nothing.
 Files, in ``<database>.vectors/`` (``NAME`` = a digest of the embedder id):
 ``NAME.json`` (what the copy holds, written last: the commit point), ``NAME.rows.npy``
 (the vectors, in matrix order, then ``HEADROOM`` empty rows), ``NAME.rowids.npy``
-(each row's record rowid, -1 for a withdrawn one) and ``NAME.graph`` (the graph
-index, when one was built: a fresh process maps it read-only).
+(each row's record rowid, -1 for a withdrawn one) and ``NAME.ivf.npz`` (the list
+index, when one was built: its centroids, each list's rowids, its calibrated probes;
+a few bytes per vector, read whole by a fresh process and checked against the rows).
+A copy of an older format keeps its matrix; its HNSW graph is ignored (built anew as
+lists).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ if TYPE_CHECKING:
 
 #: A matrix of fewer vectors is read from the table every time (cheap), never saved.
 SAVE_MIN = 10_000
-FORMAT = 2
+FORMAT = 3
 #: Rows of room the saved matrix file has past its vectors, as a share of them (a
 #: sparse tail: no disk is used until written): a fresh process takes the vectors
 #: written since the save into the mapping instead of copying the whole matrix to grow
@@ -54,11 +57,10 @@ def _name(embedder_id: str) -> str:
 
 
 def save(where: Path, embedder_id: str, matrix: _Matrix) -> None:
-    """Writes the matrix (and its graph, when built) as of ``matrix.seq``. Never raises
+    """Writes the matrix (and its index, when built) as of ``matrix.seq``. Never raises
     for a folder that cannot be written: the copy is only a speed-up."""
     base = where / _name(embedder_id)
-    if matrix.graph.index is None and matrix.graph.view is not None:
-        return  # the saved graph is only mapped yet: the copy there stays valid as is
+    index = matrix.index
     try:
         where.mkdir(exist_ok=True)
         rowids = np.full(matrix.count, -1, dtype=np.int64)
@@ -66,20 +68,24 @@ def save(where: Path, embedder_id: str, matrix: _Matrix) -> None:
         rowids[matrix.position[present]] = present
         meta: dict[str, Any] = {
             "format": FORMAT, "embedder_id": embedder_id, "dimensions": matrix.dimensions,
-            "seq": matrix.seq, "count": matrix.count, "graph": matrix.graph.index is not None,
+            "seq": matrix.seq, "count": matrix.count, "index": "ivf" if index.ready else None,
         }  # fmt: skip
         parts: dict[str, Callable[[Any], object]] = {
             ".rows.npy": lambda out: _save_rows(out, matrix.rows[: matrix.count]),
-            ".rowids.npy": lambda p: np.save(p, rowids),
+            ".rowids.npy": lambda out: np.save(out, rowids),
         }
-        if matrix.graph.index is not None:
-            graph = matrix.graph.index
-            parts[".graph"] = lambda p: graph.save(str(p))
+        if index.centroids is not None:
+            lists, centroids = index.members, index.centroids
+            parts[".ivf.npz"] = lambda out: np.savez(
+                out, centroids=centroids, members=np.concatenate(lists),
+                sizes=np.asarray([m.shape[0] for m in lists], dtype=np.int64),
+                probes=index.probes, trained=np.int64(index.trained),
+            )  # fmt: skip
         Path(str(base) + ".json").unlink(missing_ok=True)  # the old copy is void from here
         for suffix, write in parts.items():
             temporary = Path(f"{base}{suffix}.{os.getpid()}.tmp")
             with open(temporary, "wb") as out:
-                write(out if suffix.endswith(".npy") else temporary)
+                write(out)
             os.replace(temporary, str(base) + suffix)
         temporary = Path(f"{base}.json.{os.getpid()}.tmp")
         temporary.write_text(json.dumps(meta))
@@ -101,14 +107,15 @@ def _save_rows(out: Any, rows: np.ndarray) -> None:
 def load(
     where: Path, conn: sqlite3.Connection, embedder_id: str, dimensions: int
 ) -> tuple[dict[str, Any], np.ndarray, np.ndarray, Any] | None:
-    """The saved copy (its meta, rows mapped copy-on-write, rowids, the graph's path or
-    None), if it is this embedder's, of these dimensions, and the table agrees with it: its seq
-    counter has reached the copy's, and the newest vector row at or below the copy's seq
-    is what the copy holds for that record."""
+    """The saved copy (its meta, rows mapped copy-on-write, rowids, the index's
+    ``ListIndex.install`` arguments or None), if it is this embedder's, of these
+    dimensions, and the table agrees with it: its seq counter has reached the copy's,
+    and the newest vector row at or below the copy's seq is what the copy holds for that
+    record. A saved index must hold exactly the copy's present rowids."""
     base = where / _name(embedder_id)
     try:
         meta = json.loads(Path(str(base) + ".json").read_text())
-        if meta.get("format") not in (1, FORMAT) or (  # 1: the same, without room
+        if meta.get("format") not in (1, 2, FORMAT) or (  # 1: without room; 2: a graph
             meta.get("embedder_id"),
             meta.get("dimensions"),
         ) != (embedder_id, dimensions):
@@ -131,9 +138,34 @@ def load(
             return None
         if held.shape[0] and rows[held[0]].astype("<f4").tobytes() != bytes(newest[2]):
             return None
-        graph = str(base) + ".graph" if meta["graph"] else None
-        if graph is not None and not Path(graph).is_file():
+        index = _load_index(Path(str(base) + ".ivf.npz"), rowids, dimensions) if meta.get(
+            "index") == "ivf" else None  # fmt: skip
+        if meta.get("index") == "ivf" and index is None:
             return None
     except (OSError, ValueError, KeyError, TypeError, RuntimeError):
         return None
-    return meta, rows, rowids, graph
+    return meta, rows, rowids, index
+
+
+def _load_index(path: Path, rowids: np.ndarray, dimensions: int) -> tuple[Any, ...] | None:
+    """A saved index's parts, when its lists hold each present rowid of the copy once."""
+    with np.load(path) as saved:
+        centroids, members = saved["centroids"], saved["members"]
+        sizes, probes, trained = saved["sizes"], saved["probes"], int(saved["trained"])
+    present = rowids[rowids >= 0]
+    if centroids.ndim != 2 or centroids.shape[1] != dimensions:
+        return None
+    if sizes.shape != (centroids.shape[0],) or int(sizes.sum()) != members.shape[0]:
+        return None
+    if members.shape[0] != present.shape[0]:
+        return None
+    if members.shape[0]:
+        top = max(int(members.max()), int(present.max()))
+        if int(members.min()) < 0:
+            return None
+        held = np.zeros(top + 1, dtype=bool)
+        held[members] = True
+        if int(np.count_nonzero(held)) != members.shape[0] or not held[present].all():
+            return None
+    lists = np.split(members, np.cumsum(sizes)[:-1])
+    return centroids, lists, probes, trained

@@ -20,7 +20,7 @@ import threading
 import numpy as np
 
 from memstrata.store.sqlite import ann, vector_file
-from memstrata.store.sqlite.ann import GraphIndex
+from memstrata.store.sqlite.ann import ListIndex
 
 
 class _Matrix:
@@ -33,7 +33,7 @@ class _Matrix:
         self.position = np.full(1024, -1, dtype=np.int64)  # rowid -> row, -1 = none
         self.seq = 0
         self.live = 0  # rowids with a vector
-        self.graph = GraphIndex(dimensions)
+        self.index = ListIndex(dimensions)
 
     def reserve(self, rows: int, top_rowid: int) -> None:
         """Room for ``rows`` vectors and rowids up to ``top_rowid`` (rows past ``count``
@@ -59,13 +59,13 @@ class _Matrix:
         self.live += need - self.count
         self.count = need
         self.rows[self.position[rowids]] = vectors
-        self.graph.changed(rowids, vectors)
+        self.index.changed(rowids, vectors)
 
     def withdraw(self, rowids: np.ndarray) -> None:
         inside = np.unique(rowids[rowids < self.position.shape[0]])
         self.live -= int(np.count_nonzero(self.position[inside] >= 0))
         self.position[inside] = -1
-        self.graph.changed(inside, None)
+        self.index.changed(inside, None)
 
     def has(self, rowids: np.ndarray) -> np.ndarray:
         """Which of these records have a vector (a boolean mask)."""
@@ -114,8 +114,8 @@ class VectorCache:
     def __init__(self, database: str = "") -> None:
         self._matrices: dict[str, _Matrix] = {}
         self._lock = threading.Lock()
-        self.background = True  # tests set False: a graph is built inside the search
-        # the scope a graph index answers (tests lower them to reach it with few rows)
+        self.background = True  # tests set False: an index is built inside the search
+        # the scope the index answers (tests lower them to reach it with few rows)
         self.min_rows = ann.MIN_ROWS
         self.min_share = ann.MIN_SHARE
         self.folder = vector_file.folder(database)  # the saved copies (None: none)
@@ -125,60 +125,27 @@ class VectorCache:
         self, matrix: _Matrix, rowids: np.ndarray, query: np.ndarray, limit: int
     ) -> np.ndarray | None:
         """For a wide scope (``rowids``: the in-scope records with a vector), the
-        rowids the graph index offers, a superset of its ``limit`` nearest in the scope;
-        None when the scope is not wide, or its graph is not built yet (one is started)
+        rowids the index offers, a superset of its ``limit`` nearest in the scope;
+        None when the scope is not wide, or its index is not built yet (one is started)
         or finds too few: the caller scores the scope exactly."""
         with self._lock:
             wide = rowids.shape[0] >= max(1, self.min_rows, self.min_share * matrix.live)
             if not wide:
                 return None
-            if not matrix.graph.ready and matrix.graph.start():
-                self._build(matrix)
-            if not matrix.graph.ready:
+            if (not matrix.index.ready or matrix.index.due()) and matrix.index.start():
+                self._build(matrix)  # a retrain: the old lists serve meanwhile
+            if not matrix.index.ready:
                 return None
-            if matrix.graph.saved is not None and matrix.graph.stale > max(
-                _STALE_MIN, matrix.live // _STALE_SHARE
-            ):  # the view lacks many vectors: load a changeable copy meanwhile
-                self._promote(matrix)
             member = None
-            # a view may hold rowids withdrawn since it was saved: the scope decides
-            if rowids.shape[0] < matrix.live or matrix.graph.index is None:
+            if rowids.shape[0] < matrix.live:
                 member = np.zeros(matrix.position.shape[0], dtype=bool)
                 member[rowids] = True
-            return matrix.graph.search(member, int(rowids.shape[0]), query, limit)
+            return matrix.index.search(member, int(rowids.shape[0]), query, limit)
 
-    def _promote(self, matrix: _Matrix) -> None:
-        """Loads a mapped graph into a changeable copy: in a background thread (the
-        view answers meanwhile), or (tests) right here. Called with the lock held."""
-
-        def current(changed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            alive = matrix.has(changed)
-            return alive, matrix.gather(changed[alive])
-
-        if matrix.graph.loading:
-            return
-        matrix.graph.loading = True
-
-        def run() -> None:
-            try:
-                matrix.graph.promote(self._lock, current)
-            finally:
-                with self._lock:
-                    matrix.graph.loading = False
-
-        if self.background:
-            threading.Thread(target=run, daemon=True, name="memstrata-vector-graph").start()
-            return
-        self._lock.release()
-        try:
-            run()
-        finally:
-            self._lock.acquire()
-
-    def build_graph(self, matrix: _Matrix) -> None:
-        """Builds the matrix's graph index now, in this thread, unless it has one."""
+    def build_index(self, matrix: _Matrix) -> None:
+        """Builds the matrix's index now, in this thread, unless it has one."""
         with self._lock:
-            started = matrix.graph.start()
+            started = matrix.index.start()
         if started:
             self._snapshot_build(matrix)
 
@@ -186,7 +153,7 @@ class VectorCache:
         """Runs a started build: in a background thread, or (tests) right here."""
         if self.background:
             threading.Thread(target=self._snapshot_build, args=(matrix,), daemon=True,
-                             name="memstrata-vector-graph").start()  # fmt: skip
+                             name="memstrata-vector-index").start()  # fmt: skip
             return
         self._lock.release()
         try:
@@ -204,8 +171,8 @@ class VectorCache:
             alive = matrix.has(changed)
             return alive, matrix.gather(changed[alive])
 
-        matrix.graph.build(rowids, positions, rows, self._lock, current)
-        with self._lock:  # the graph and its matrix, saved at one seq
+        matrix.index.build(rowids, positions, rows, self._lock, current)
+        with self._lock:  # the index and its matrix, saved at one seq
             for embedder_id, held in self._matrices.items():
                 if held is matrix and matrix.count >= vector_file.SAVE_MIN:
                     self._save(embedder_id, matrix)
@@ -265,7 +232,7 @@ class VectorCache:
         found = vector_file.load(self.folder, conn, embedder_id, matrix.dimensions)
         if found is None:
             return
-        meta, rows, rowids, graph = found
+        meta, rows, rowids, index = found
         present = np.flatnonzero(rowids >= 0)
         top = int(rowids.max()) if rowids.shape[0] else 0
         matrix.rows = rows  # its rows past count are room (saved as a hole)
@@ -274,8 +241,8 @@ class VectorCache:
         matrix.position[rowids[present]] = present
         matrix.live = int(present.shape[0])
         matrix.seq = int(meta["seq"])
-        if graph is not None:
-            matrix.graph.adopt(graph)
+        if index is not None:
+            matrix.index.install(*index)
         self._unsaved[embedder_id] = 0
 
     def _save(self, embedder_id: str, matrix: _Matrix) -> None:
@@ -285,11 +252,6 @@ class VectorCache:
 
 
 _CHUNK = 4096
-# A mapped saved graph serves until this many vectors changed since its save (each is
-# scored exactly beside it); then a loaded copy replaces it. Loading holds the GIL
-# (usearch), so a load started by a fresh process's first search made it wait ~1.5 s.
-_STALE_MIN = 2048
-_STALE_SHARE = 50
 _SAVE_SHARE = 4  # saved again once the vectors read since the last save pass 1/4
 
 
