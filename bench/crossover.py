@@ -1,4 +1,4 @@
-"""Where the SQLite vector lane's graph index starts to pay: exact against the index
+"""Where the SQLite vector lane's list index (IVF) starts to pay: exact against the index
 by scope size, on a store the speed bench wrote (``--store``).
 
     python -m bench.crossover --db DIR/memstrata-100000.db [--queries 60]
@@ -7,9 +7,10 @@ by scope size, on a store the speed bench wrote (``--store``).
 For each share of the store's vectors (a random scope: the room filter of the speed
 bench is independent of the vectors too), it times what the lane does once the scope
 is decided, with the same objects the search uses (``VectorCache``, ``_Matrix``,
-``GraphIndex``): exact = score the scope's rows and take the top 10; index = ask the
-graph (over-fetching by the share, deeper when too few are in scope, falling back to
-exact when it cannot fill the top 10) and rescore its candidates exactly. Recall@10
+``ListIndex``): exact = score the scope's rows and take the top 10; index = probe the
+nearest lists (as many as the build calibrated for the depth ``10 / share``, more
+when too few are in scope, falling back to exact when every list cannot fill the top
+10) and rescore their in-scope members exactly. Recall@10
 of the index path is against the exact path. Queries go to both paths in turn (A B A
 B ...), so load swings hit both alike; the ratio index / exact is the figure.
 """
@@ -38,10 +39,11 @@ from bench.common import (  # noqa: E402
     write_json,
 )  # fmt: skip
 from memstrata.embedding import HashEmbedder  # noqa: E402
+from memstrata.store.sqlite import ann  # noqa: E402
 from memstrata.store.sqlite.vectors import top_k  # noqa: E402
 
 SHARES = (0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.35, 0.5, 0.75, 1.0)
-EXPANSIONS = (16, 24, 32, 48, 64, 96)
+PROBES = (1, 2, 4, 8, 16, 32)
 TOP = 10
 
 
@@ -88,7 +90,9 @@ def run(db: Path, queries: int, seed: int = 7) -> dict[str, Any]:
     ).fetchone()
     with dialect.db.snapshot() as snap:
         matrix = cache.refresh(snap, embedder_id, 384)
-    cache.build_graph(matrix)  # the saved graph when there is one
+    started = time.perf_counter()
+    cache.build_index(matrix)  # the saved index when there is one
+    built = round(time.perf_counter() - started, 1)
     cache.min_rows, cache.min_share = 1, 0.0  # the index path is always tried here
     rng = np.random.default_rng(seed)
     everyone = np.flatnonzero(matrix.position >= 0)
@@ -106,24 +110,25 @@ def run(db: Path, queries: int, seed: int = 7) -> dict[str, Any]:
             f" index {row['index']['cpu_p50_ms']} ms ({row['index_over_exact_cpu_p50']}x),"
             f" recall {row['index_recall_at_10']}, fallbacks {row['fallbacks']}")  # fmt: skip
         rows.append(row)
-    # the graph's search depth, on the whole store (the unfiltered case)
-    graph = matrix.graph.index or matrix.graph.view  # a fresh process maps it
-    default = int(graph.expansion_search)
+    # the probe count, on the whole store (the unfiltered case)
+    calibrated = matrix.index.probes.copy()
     depths: list[dict[str, Any]] = []
-    for ef in EXPANSIONS:
-        graph.expansion_search = ef
-        row = {"expansion_search": ef, **_compare(cache, matrix, everyone, query_rows)}
-        log(f"  ef {ef}: index CPU p50 {row['index']['cpu_p50_ms']} ms, recall "
+    for probes in PROBES:
+        matrix.index.probes[:] = probes
+        row = {"probes": probes, **_compare(cache, matrix, everyone, query_rows)}
+        log(f"  probes {probes}: index CPU p50 {row['index']['cpu_p50_ms']} ms, recall "
             f"{row['index_recall_at_10']}")  # fmt: skip
         depths.append(row)
-    graph.expansion_search = default
+    matrix.index.probes[:] = calibrated
     memory.close()
     return {
-        "what": "exact vs graph index in the SQLite vector lane, by scope size (random "
+        "what": "exact vs list index (IVF) in the SQLite vector lane, by scope size (random "
         "scopes), after the scope is decided; p50 over the queries, A B alternating",
         "store": str(db), "vectors": int(everyone.shape[0]), "queries": queries,
-        "expansion_search": default, "when": stamp(), "machine": machine(), "rows": rows,
-        "unfiltered_by_expansion_search": depths,
+        "lists": int(matrix.index.centroids.shape[0]), "build_or_adopt_s": built,
+        "calibrated_probes": dict(zip(ann.DEPTHS, calibrated.tolist(), strict=True)),
+        "when": stamp(), "machine": machine(), "rows": rows,
+        "unfiltered_by_probes": depths,
     }  # fmt: skip
 
 

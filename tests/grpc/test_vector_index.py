@@ -1,4 +1,4 @@
-"""The semantic signal's index marker over the wire: a hit the graph index found says
+"""The semantic signal's index marker over the wire: a hit the list index found says
 ``index = "ivf"`` in ``SemanticSignal``, one an exact search found leaves it empty,
 through a real grpcio client against the real servicer on a real SQLite file."""
 

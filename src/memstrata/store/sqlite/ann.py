@@ -54,7 +54,8 @@ _SAMPLE_PER_LIST = 64  # k-means trains on this many vectors per list at most
 _ITERATIONS = 6
 _QUERIES = 200  # calibration queries
 _NOISE = 1.5  # their noise, as a share of a unit vector's norm (cosine ≈ 0.55 to it)
-_DEPTHS = (10, 20, 40, 80, 160, 320, 640)  # calibrated search depths (limit / share)
+#: The search depths (limit / share) a build calibrates a probe count for.
+DEPTHS = (10, 20, 40, 80, 160, 320, 640)
 _CHUNK = 65536
 
 
@@ -92,7 +93,7 @@ def assign(vectors: np.ndarray, centroids: np.ndarray) -> np.ndarray:
 def calibrate(
     rows: np.ndarray, lists: np.ndarray, centroids: np.ndarray, rng: np.random.Generator
 ) -> np.ndarray:
-    """The lists to probe for each of ``_DEPTHS``: the fewest whose members hold, on
+    """The lists to probe for each of ``DEPTHS``: the fewest whose members hold, on
     average, ``TARGET`` of a query's true nearest ``depth`` vectors (queries: stored
     vectors plus noise; truth: a full exact pass; ``lists[i]`` is ``rows[i]``'s list)."""
     count = rows.shape[0]
@@ -100,7 +101,7 @@ def calibrate(
     noise = rng.normal(size=(picks.shape[0], rows.shape[1])).astype(np.float32)
     queries = rows[np.sort(picks)] + _NOISE * noise / math.sqrt(rows.shape[1])
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
-    deepest = min(_DEPTHS[-1], count)
+    deepest = min(DEPTHS[-1], count)
     best_scores = np.full((queries.shape[0], 0), -np.inf, dtype=np.float32)
     best = np.zeros((queries.shape[0], 0), dtype=np.int64)
     for start in range(0, count, _CHUNK):  # a running exact top ``deepest``
@@ -121,7 +122,7 @@ def calibrate(
     np.put_along_axis(rank, by_score, np.arange(centroids.shape[0])[None, :], 1)
     needed = np.take_along_axis(rank, lists[best].astype(np.int64), 1)  # probes to reach each
     probes = []
-    for depth in _DEPTHS:
+    for depth in DEPTHS:
         ranks = needed[:, : min(depth, deepest)]
         # recall at p probes is the share of ranks < p: the TARGET quantile, plus one
         reach = int(np.quantile(ranks, TARGET, method="higher")) + 1
@@ -138,7 +139,7 @@ class ListIndex:
         self.centroids: np.ndarray | None = None
         self.members: list[np.ndarray] = []  # each list's rowids
         self.where = np.full(0, -1, dtype=np.int32)  # rowid -> its list, -1 = none
-        self.probes = np.zeros(len(_DEPTHS), dtype=np.int64)  # by depth, calibrated
+        self.probes = np.zeros(len(DEPTHS), dtype=np.int64)  # by depth, calibrated
         self.trained = 0  # vectors the lists were trained on
         self.size = 0  # vectors in the lists
         self._pending: set[int] | None = None  # rowids changed while a build runs
@@ -249,10 +250,10 @@ class ListIndex:
             return None
         lists = self.centroids.shape[0]
         depth = limit * self.size / max(1, in_scope)  # the scope's best rank this deep
-        step = min(len(_DEPTHS) - 1, int(np.searchsorted(_DEPTHS, depth)))
+        step = min(len(DEPTHS) - 1, int(np.searchsorted(DEPTHS, depth)))
         probes = int(self.probes[step])
-        if depth > _DEPTHS[-1]:  # deeper than calibrated: more lists, by the same ratio
-            probes = min(lists, math.ceil(probes * depth / _DEPTHS[-1]))
+        if depth > DEPTHS[-1]:  # deeper than calibrated: more lists, by the same ratio
+            probes = min(lists, math.ceil(probes * depth / DEPTHS[-1]))
         order = np.argsort(-(self.centroids @ query))
         want = min(in_scope, MARGIN * limit)
         taken = 0
