@@ -82,6 +82,7 @@ def save(where: Path, embedder_id: str, matrix: _Matrix) -> None:
                 probes=index.probes, trained=np.int64(index.trained),
             )  # fmt: skip
         Path(str(base) + ".json").unlink(missing_ok=True)  # the old copy is void from here
+        Path(str(base) + ".graph").unlink(missing_ok=True)  # format 2's HNSW graph
         for suffix, write in parts.items():
             temporary = Path(f"{base}{suffix}.{os.getpid()}.tmp")
             with open(temporary, "wb") as out:
