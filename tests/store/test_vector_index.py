@@ -7,6 +7,8 @@ and a saved copy the file disagrees with is not used."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -278,3 +280,25 @@ def test_probing_some_lists_keeps_the_recall_of_exact(tmp_path: Path) -> None:
         assert matrix is not None and int(matrix.index.probes[0]) < matrix.index.centroids.shape[0]
     finally:
         memory.close()
+
+
+def test_the_local_embedder_still_loads_after_the_list_index(tmp_path: Path) -> None:
+    """A process that built the index before it first embeds text (the HNSW graph this
+    index replaced crashed it with SIGSEGV when onnxruntime was imported after usearch;
+    the list index is numpy only)."""
+    script = (
+        "import sys, threading\n"
+        "import numpy as np\n"
+        "from memstrata.store.sqlite import ann\n"
+        "rows = np.eye(8, dtype=np.float32)[np.arange(50) % 8]\n"
+        "index = ann.ListIndex(8)\n"
+        "index.start()\n"
+        "keys = np.arange(50)\n"
+        "index.build(keys, keys, rows, threading.Lock(), None)\n"
+        "import onnxruntime\n"
+        "print(index.size, onnxruntime.__name__, 'usearch' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.split() == ["50", "onnxruntime", "False"]
