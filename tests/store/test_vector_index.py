@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import memstrata
 from memstrata.embedding import HashEmbedder
-from memstrata.store.sqlite import vector_file
+from memstrata.store.sqlite import ann, vector_file
 
 DIMENSIONS = 16
 ROOMS = ("r0", "r1", "r2")
@@ -302,3 +302,32 @@ def test_the_local_embedder_still_loads_after_the_list_index(tmp_path: Path) -> 
                           timeout=120, cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     assert done.stdout.split() == ["50", "onnxruntime", "False"]
+
+
+def test_a_narrow_scope_uses_a_built_index_only_where_its_calibration_says_it_pays(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Under ``min_share`` a scope of enough rows goes through the index when its depth's
+    calibrated probes cover at most ``MAX_PROBED`` of the lists, and stays exact else."""
+    count = 4000
+    memory = open_indexed(str(tmp_path / "store.db"))
+    try:
+        drawn = clustered(13, count + 50)
+        vectors, queries = drawn[:count], drawn[count:]
+        rooms = ["r0" if i % 10 == 0 else "r1" for i in range(count)]  # r0: a tenth
+        write(memory, vectors, rooms)
+        cache = memory.service.store.dialect._vectors  # type: ignore[attr-defined]
+        cache.min_share = 0.5
+        search(memory, queries[0], 10)  # the whole store: builds the index
+        scope = [i for i in range(count) if rooms[i] == "r0"]
+        for max_probed, marker in ((1.0, {"ivf"}), (0.0, {None})):
+            monkeypatch.setattr(ann, "MAX_PROBED", max_probed)
+            recalls = []
+            for query in queries:
+                result = search(memory, query, 10, filter={"room": "r0"})
+                assert {h.signals["semantic"].get("index") for h in result.hits} == marker
+                best = {f"m{scope[i]}" for i in np.argsort(-(vectors[scope] @ query))[:10]}
+                recalls.append(len(best & set(result.ids())) / 10)
+            assert np.mean(recalls) >= 0.95
+    finally:
+        memory.close()

@@ -45,6 +45,10 @@ MIN_ROWS = 10_000
 #: A scope holding less than this share of the index: exact (the index would have to
 #: probe many lists to find ``limit`` in the scope).
 MIN_SHARE = 0.15
+#: A scope under ``MIN_SHARE`` still goes through the index when the build's calibration
+#: says its depth needs at most this share of the lists probed (at 100k, probing 48 %
+#: of them cost 0.79x exact, 65 % 1.12x; bench/results/crossover_100k.json).
+MAX_PROBED = 0.25
 #: The mean recall of the true neighbours a calibrated probe count reaches.
 TARGET = 0.97
 #: Never fewer lists probed than this (a calibration is a sample).
@@ -242,6 +246,23 @@ class ListIndex:
         self.probes, self.trained = probes, trained
         self.size = sum(int(m.shape[0]) for m in members)
 
+    def probes_for(self, in_scope: int, limit: int) -> int:
+        """How many lists a search of a scope of ``in_scope`` vectors probes first: the
+        calibrated count for the depth its best ``limit`` rank at in the whole index."""
+        assert self.centroids is not None
+        depth = limit * self.size / max(1, in_scope)
+        step = min(len(DEPTHS) - 1, int(np.searchsorted(DEPTHS, depth)))
+        probes = int(self.probes[step])
+        if depth > DEPTHS[-1]:  # deeper than calibrated: more lists, by the same ratio
+            probes = math.ceil(probes * depth / DEPTHS[-1])
+        return min(self.centroids.shape[0], probes)
+
+    def pays(self, in_scope: int, limit: int) -> bool:
+        """True when a scope narrower than ``MIN_SHARE`` is still worth searching here:
+        its calibrated probes cover at most ``MAX_PROBED`` of the lists."""
+        assert self.centroids is not None
+        return self.probes_for(in_scope, limit) <= MAX_PROBED * self.centroids.shape[0]
+
     def search(
         self, member: np.ndarray | None, in_scope: int, query: np.ndarray, limit: int
     ) -> np.ndarray | None:
@@ -252,11 +273,7 @@ class ListIndex:
         if self.size == 0:
             return None
         lists = self.centroids.shape[0]
-        depth = limit * self.size / max(1, in_scope)  # the scope's best rank this deep
-        step = min(len(DEPTHS) - 1, int(np.searchsorted(DEPTHS, depth)))
-        probes = int(self.probes[step])
-        if depth > DEPTHS[-1]:  # deeper than calibrated: more lists, by the same ratio
-            probes = min(lists, math.ceil(probes * depth / DEPTHS[-1]))
+        probes = self.probes_for(in_scope, limit)
         order = np.argsort(-(self.centroids @ query))
         want = min(in_scope, MARGIN * limit)
         taken = 0

@@ -127,16 +127,20 @@ class VectorCache:
         """For a wide scope (``rowids``: the in-scope records with a vector), the
         rowids the index offers, a superset of its ``limit`` nearest in the scope;
         None when the scope is not wide, or its index is not built yet (one is started)
-        or finds too few: the caller scores the scope exactly."""
+        or finds too few: the caller scores the scope exactly. A scope of enough rows
+        but under ``min_share`` of the store uses a built index only where it pays
+        (``ListIndex.pays``); it never starts a build."""
         with self._lock:
-            wide = rowids.shape[0] >= max(1, self.min_rows, self.min_share * matrix.live)
-            if not wide:
+            if rowids.shape[0] < max(1, self.min_rows):
                 return None
-            if (not matrix.index.ready or matrix.index.due()) and matrix.index.start():
-                self._build(matrix)  # a retrain: the old lists serve meanwhile
+            if rowids.shape[0] < self.min_share * matrix.live:  # narrow: when it pays
+                if not matrix.index.ready or not matrix.index.pays(int(rowids.shape[0]), limit):
+                    return None
+            elif (not matrix.index.ready or matrix.index.due()) and matrix.index.start():
+                self._build(matrix)  # or a retrain: the old lists serve meanwhile
             if not matrix.index.ready:
                 return None
-            member = None
+            member: np.ndarray | None = None
             if rowids.shape[0] < matrix.live:
                 member = np.zeros(matrix.position.shape[0], dtype=bool)
                 member[rowids] = True
