@@ -8,10 +8,10 @@
   each term's part cut to a whole 1e-9, for an OR of the query's terms, over the
   in-scope rows. Recall counts a hit as right when its exact score reaches the 10th
   best (ties at the boundary are all right).
-- hybrid: RRF (memstrata.domain.fusion.RRF_K) of the exact lexical and exact semantic
-  top-50 of the scope, with the product's coverage bonus (``coverage_bonus``: the
-  lexical hits holding the most of the query's terms); ties by row, not by the
-  product's closeness.
+- hybrid: the product's fusion (``memstrata.domain.fusion``: RRF with k = RRF_K, the
+  coverage bonus for the lexical hits holding the most of the query's terms, ties by
+  closeness to each lane's best score, then by row) of the exact lexical and exact
+  semantic top-50 of the scope.
 
 The floor is the same computation in float32 over the in-scope row indices, which are
 precomputed: what a perfect engine that already knew the scope would spend.
@@ -26,7 +26,7 @@ from scipy import sparse
 
 from bench.synth import SpeedData
 from memstrata.domain.fusion import RRF_K as FUSION_K
-from memstrata.domain.fusion import coverage_bonus
+from memstrata.domain.fusion import reciprocal_rank_fusion
 from memstrata.domain.words import DEFAULT_LANGUAGE, terms
 from memstrata.store.sqlite.vectors import gathered_scores
 
@@ -123,14 +123,23 @@ def lexical_top(bm25: Bm25, terms: list[int], rows: np.ndarray, k: int) -> tuple
     return best, threshold
 
 
-def rrf(lanes: list[list[int]], k: int = RRF_K, held: dict[int, int] | None = None) -> list[int]:
+def rrf(lanes: list[list[int]], k: int = RRF_K) -> list[int]:
+    """Plain RRF, ties by row: how a peer with no rules of memstrata's fuses."""
     scores: dict[int, float] = {}
     for lane in lanes:
         for rank, item in enumerate(lane, start=1):
             scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
-    bonus = coverage_bonus(held or {})
-    total = {i: s + bonus[i] if i in bonus else s for i, s in scores.items()}
-    return sorted(scores, key=lambda i: (-total[i], -scores[i], i))
+    return sorted(scores, key=lambda i: (-scores[i], i))
+
+
+def fused(lanes: list[np.ndarray], scores: list[np.ndarray], held: dict[int, int]) -> list[int]:
+    """The product's fusion (:func:`memstrata.domain.fusion.reciprocal_rank_fusion`):
+    RRF with the coverage bonus, ties by closeness to each lane's best score, then by
+    id (a record's id is its row number, zero-padded: the text sorts as the number)."""
+    fused = reciprocal_rank_fusion(
+        [lane.tolist() for lane in lanes], scores=[s.tolist() for s in scores], coverage=held
+    )
+    return [int(item) for item, _ in fused]
 
 
 def hybrid_top(
@@ -145,7 +154,8 @@ def hybrid_top(
     lexical, _ = lexical_top(bm25, terms, rows, LANE_DEPTH)
     semantic = semantic_top(data, x64, rows, query, LANE_DEPTH)
     held = dict(zip(lexical.tolist(), bm25.held(terms, lexical).tolist(), strict=True))
-    return np.array(rrf([lexical.tolist(), semantic.tolist()], held=held)[:k], dtype=np.int64)
+    scores = [bm25.scores(terms, lexical), x64[semantic] @ query.astype(np.float64)]
+    return np.array(fused([lexical, semantic], scores, held)[:k], dtype=np.int64)
 
 
 # -- the floor: float32, precomputed scope ---------------------------------------------
@@ -187,4 +197,5 @@ def floor_hybrid(
     lexical = floor_lexical(bm25, terms, rows, LANE_DEPTH)
     semantic = floor_semantic(x, rows, query, LANE_DEPTH)
     held = dict(zip(lexical.tolist(), bm25.held(terms, lexical).tolist(), strict=True))
-    return np.array(rrf([lexical.tolist(), semantic.tolist()], held=held)[:k], dtype=np.int64)
+    scores = [bm25.scores(terms, lexical, exact=False), x[semantic] @ query]
+    return np.array(fused([lexical, semantic], scores, held)[:k], dtype=np.int64)
