@@ -100,8 +100,7 @@ def _sums(
 ) -> tuple[str, list[Any]]:
     """Each current record's score summed over the query's terms, as rows (namespace,
     record, [content_hash NULL,] score) from every postings table, and the parameters."""
-    values = ", ".join("(?, ?)" for _ in w.terms)
-    score = d.truncated("q.column2 * p.tf / (p.tf + ? + ? * p.length)")
+    values, score = _term_scores(d, w)
     hashed = " CAST(NULL AS TEXT) AS content_hash," if content_hash else ""
     branches = [
         f" SELECT p.namespace, p.record,{hashed} sum({score}) AS score"
@@ -111,6 +110,13 @@ def _sums(
         for table in tiers(d)
     ]
     return " UNION ALL".join(branches), _term_params(w, namespace) * len(branches)
+
+
+def _term_scores(d: Dialect, w: Weights) -> tuple[str, str]:
+    """The query's terms as a VALUES list (term, weight), and one posting's part of
+    the score (``q`` a term, ``p`` a posting); their parameters: :func:`_term_params`."""
+    values = ", ".join("(?, ?)" for _ in w.terms)
+    return values, d.truncated("q.column2 * p.tf / (p.tf + ? + ? * p.length)")
 
 
 def _term_params(w: Weights, namespace: str) -> list[Any]:
@@ -214,8 +220,7 @@ def _known(d: Dialect, tx: Tx, lane: Lane, w: Weights) -> list[tuple[Record, flo
     )
     rows = _ranked(d, tx, lane.namespace, w, current.where, current.params, lane.limit)
     sums, sum_params = _sums(d, w, lane.namespace, content_hash=True)
-    values = ", ".join("(?, ?)" for _ in w.terms)
-    score = d.truncated("q.column2 * p.tf / (p.tf + ? + ? * p.length)")
+    values, score = _term_scores(d, w)
     rows += tx.execute(
         f"SELECT {prefixed('r', 'record')}, s.score FROM ({sums}"
         " UNION ALL"

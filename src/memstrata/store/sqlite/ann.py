@@ -90,7 +90,7 @@ def train(sample: np.ndarray, lists: int, rng: np.random.Generator) -> np.ndarra
     return centroids.astype(np.float32)
 
 
-def assign(vectors: np.ndarray, centroids: np.ndarray) -> np.ndarray:
+def assign(vectors: np.ndarray | _Snapshot, centroids: np.ndarray) -> np.ndarray:
     """Each vector's nearest centroid."""
     out = np.empty(vectors.shape[0], dtype=np.int32)
     for start in range(0, vectors.shape[0], _CHUNK):
@@ -99,7 +99,7 @@ def assign(vectors: np.ndarray, centroids: np.ndarray) -> np.ndarray:
 
 
 def calibrate(
-    rows: np.ndarray, lists: np.ndarray, centroids: np.ndarray, rng: np.random.Generator
+    rows: np.ndarray | _Snapshot, lists: np.ndarray, centroids: np.ndarray, rng: np.random.Generator
 ) -> np.ndarray:
     """The lists to probe for each of ``DEPTHS``: the fewest whose members hold, on
     average, ``TARGET`` of a query's true nearest ``depth`` vectors (queries: stored
@@ -214,13 +214,10 @@ class ListIndex:
             lists = list_count(rowids.shape[0])
             sample = rng.choice(rowids.shape[0], min(rowids.shape[0], _SAMPLE_PER_LIST * lists),
                                 replace=False)  # fmt: skip
-            centroids = train(rows[positions[np.sort(sample)]], lists, rng)
-            nearest = np.empty(rowids.shape[0], dtype=np.int32)
-            for start in range(0, rowids.shape[0], _CHUNK):
-                part = rows[positions[start : start + _CHUNK]]
-                nearest[start : start + _CHUNK] = assign(part, centroids)
             snapshot = _Snapshot(rows, positions)
-            probes = calibrate(snapshot, nearest, centroids, rng)  # type: ignore[arg-type]
+            centroids = train(snapshot[np.sort(sample)], lists, rng)
+            nearest = assign(snapshot, centroids)  # a chunk of rows gathered at a time
+            probes = calibrate(snapshot, nearest, centroids, rng)
             members = _group(rowids, nearest, lists)
         except BaseException:
             with lock:  # searches stay as they were; the next wide one starts a build again
