@@ -222,9 +222,9 @@ class SqliteDialect(Dialect):
             rowids, similarities = np.zeros(0, np.int64), np.zeros(0, np.float32)
             if in_scope.shape[0]:
                 matrix = self._vectors.refresh(conn, embedder_id, int(query.shape[0]))
-                rowids = in_scope[matrix.has(in_scope)]
+                rowids, positions = matrix.locate(in_scope)
                 if rowids.shape[0]:
-                    similarities = matrix.scores(rowids, query)
+                    similarities = matrix.scores_at(positions, query)
             kept = self._past.scores(conn, embedder_id, query, dict(old))
             if kept:
                 rowids = np.concatenate([rowids, np.fromiter(kept, np.int64, len(kept))])
@@ -275,7 +275,8 @@ class SqliteDialect(Dialect):
                 return [], 0
             # The cache, refreshed inside this read, knows which records have a vector.
             matrix = self._vectors.refresh(conn, embedder_id, int(query.shape[0]))
-            rowids = in_scope[matrix.has(in_scope)]
+            # the scope copy (or SQL) decided the scope: only whether each has a vector
+            rowids, positions = matrix.locate(in_scope)
             unembedded = int(in_scope.shape[0] - rowids.shape[0])
             if rowids.shape[0] == 0:
                 return [], unembedded
@@ -285,7 +286,8 @@ class SqliteDialect(Dialect):
             candidates = self._vectors.candidates(matrix, rowids, query, limit)
             if candidates is not None:
                 rowids, found.found_by = candidates, "ivf"
-            similarities = matrix.scores(rowids, query)
+                positions = matrix.position[rowids]
+            similarities = matrix.scores_at(positions, query)
             chosen = top_k(similarities, limit)
             by_rowid = {int(rowids[i]): float(similarities[i]) for i in chosen}
             test, params = self.in_list("rowid", list(by_rowid))
