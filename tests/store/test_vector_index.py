@@ -331,3 +331,47 @@ def test_a_narrow_scope_uses_a_built_index_only_where_its_calibration_says_it_pa
             assert np.mean(recalls) >= 0.95
     finally:
         memory.close()
+
+
+def test_an_adopted_matrix_is_copied_into_memory_with_the_writes_made_meanwhile(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A fresh process maps the saved matrix and copies it into its memory in the
+    background; the vectors written while it copies (a new one, a rewritten one) are in
+    the copy it swaps in, and every score is the exact cosine of what the table holds."""
+    monkeypatch.setattr(vector_file, "SAVE_MIN", 50)
+    path = str(tmp_path / "store.db")
+    first, vectors = written(path, 6, 300)
+    first.service.store.build_vector_index(DIMENSIONS)  # type: ignore[attr-defined]
+    first.close()
+    fresh = open_indexed(path)  # background off: the copy below runs here, in steps
+    cache = fresh.service.store.dialect._vectors  # type: ignore[attr-defined]
+    try:
+        search(fresh, vectors[0], 1)
+        matrix = next(iter(cache._matrices.values()))
+        mapped = matrix.rows
+        assert isinstance(mapped, np.memmap)
+        matrix.written = []  # as _adopt starts a copy
+        fresh.upsert("ns", [{"id": "late", "content": "late", "vector": vectors[9].tolist()}])
+        fresh.upsert("ns", [{"id": "m8", "content": "moved", "vector": (-vectors[8]).tolist()}])
+        search(fresh, vectors[0], 1)  # the refresh puts both into the mapping
+        assert matrix.written
+        cache._load_mapped(matrix, mapped)
+        assert not isinstance(matrix.rows, np.memmap) and matrix.written is None
+        assert np.array_equal(matrix.rows[: matrix.count], np.asarray(mapped[: matrix.count]))
+        assert search(fresh, -vectors[8], 1).ids() == ["m8"]
+        assert abs(search(fresh, -vectors[8], 1).hits[0].score - 1.0) < 1e-5
+        assert set(search(fresh, vectors[9], 2).ids()) == {"m9", "late"}
+    finally:
+        fresh.close()
+    again = memstrata.open(path, embedder=HashEmbedder(DIMENSIONS), background_jobs=False)
+    cache = again.service.store.dialect._vectors  # type: ignore[attr-defined]
+    try:  # the server's way: in a background thread, the first search served meanwhile
+        assert search(again, vectors[3], 1).ids() == ["m3"]
+        assert cache.loading is not None
+        cache.loading.join()
+        matrix = next(iter(cache._matrices.values()))
+        assert not isinstance(matrix.rows, np.memmap)
+        assert search(again, vectors[3], 1).ids() == ["m3"]
+    finally:
+        again.close()

@@ -34,6 +34,9 @@ class _Matrix:
         self.seq = 0
         self.live = 0  # rowids with a vector
         self.index = ListIndex(dimensions)
+        # while a mapped matrix is copied into memory (``_load_mapped``): the rows
+        # written into the mapping meanwhile, which the copy takes again at its swap
+        self.written: list[np.ndarray] | None = None
 
     def reserve(self, rows: int, top_rowid: int) -> None:
         """Room for ``rows`` vectors and rowids up to ``top_rowid`` (rows past ``count``
@@ -59,6 +62,8 @@ class _Matrix:
         self.live += need - self.count
         self.count = need
         self.rows[self.position[rowids]] = vectors
+        if self.written is not None:
+            self.written.append(self.position[rowids])
         self.index.changed(rowids, vectors)
 
     def withdraw(self, rowids: np.ndarray) -> None:
@@ -138,6 +143,7 @@ class VectorCache:
         self.min_share = ann.MIN_SHARE
         self.folder = vector_file.folder(database)  # the saved copies (None: none)
         self._unsaved: dict[str, int] = {}  # vectors read from the table since a save
+        self.loading: threading.Thread | None = None  # the latest mapped matrix's copy
 
     def candidates(
         self, matrix: _Matrix, rowids: np.ndarray, query: np.ndarray, limit: int
@@ -265,10 +271,38 @@ class VectorCache:
         matrix.seq = int(meta["seq"])
         if index is not None:
             matrix.index.install(*index)
-            if self.background:  # a server: the probed rows are read from the mapping
-                threading.Thread(target=_touch, args=(rows, matrix.count), daemon=True,
-                                 name="memstrata-vector-touch").start()  # fmt: skip
+        if self.background:
+            # Searches read the mapping at once; meanwhile the rows are copied into this
+            # process's memory, so later searches never fault a page in (at 1M a first
+            # gather of 8,000 mapped rows took 8-80 ms, a second 3-4 ms).
+            matrix.written = []
+            self.loading = threading.Thread(target=self._load_mapped, args=(matrix, rows),
+                                            daemon=True, name="memstrata-vector-load")  # fmt: skip
+            self.loading.start()
         self._unsaved[embedder_id] = 0
+
+    def _load_mapped(self, matrix: _Matrix, mapped: np.ndarray) -> None:
+        """Copies an adopted matrix from its mapping into memory, a chunk at a time
+        outside the lock, then swaps it in (with the rows written meanwhile) under it.
+        The copy has the mapping's room for later vectors (pages not yet touched)."""
+        try:
+            with self._lock:
+                count = matrix.count
+            copy = np.empty((mapped.shape[0], mapped.shape[1]), np.float32)
+            for start in range(0, count, _LOAD_CHUNK):
+                stop = min(count, start + _LOAD_CHUNK)
+                copy[start:stop] = mapped[start:stop]
+            with self._lock:
+                if matrix.rows is mapped:  # not grown meanwhile (a grown one is in memory)
+                    if matrix.count > count:
+                        copy[count : matrix.count] = mapped[count : matrix.count]
+                    for positions in matrix.written or ():
+                        copy[positions] = mapped[positions]
+                    matrix.rows = copy
+                matrix.written = None
+        except MemoryError:  # the mapping keeps serving
+            with self._lock:
+                matrix.written = None
 
     def _save(self, embedder_id: str, matrix: _Matrix) -> None:
         if self.folder is not None:
@@ -279,15 +313,7 @@ class VectorCache:
 _CHUNK = 4096
 
 
-def _touch(rows: np.ndarray, count: int) -> None:
-    """Reads a byte of every page of a mapped matrix, so its pages are mapped before a
-    search needs them: a probe gathers thousands of rows scattered over the matrix, and
-    at 1M a first gather of 8,000 mapped rows took 8-80 ms, a second 3-4 ms."""
-    for start in range(0, count, _TOUCH_CHUNK):
-        float(rows[start : min(count, start + _TOUCH_CHUNK), 0].sum())
-
-
-_TOUCH_CHUNK = 65536
+_LOAD_CHUNK = 16384  # rows copied from a mapping per step (24 MiB at 384 dimensions)
 _SAVE_SHARE = 4  # saved again once the vectors read since the last save pass 1/4
 
 
