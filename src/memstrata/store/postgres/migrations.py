@@ -471,6 +471,101 @@ def m008_covering_scope_indexes(conn: Connection) -> None:
     )
 
 
+#: How long a hard delete's keys stay in the drop logs: a scope copy not refreshed
+#: for longer reloads whole (see m009).
+DROPS_KEPT = "1 hour"
+
+
+@migration
+def m009_change_tracking(conn: Connection) -> None:
+    """What changed since a snapshot, for the per-process scope copy
+    (:mod:`memstrata.store.postgres.scope_copy`): ``records`` and ``vectors`` carry the
+    ``xid`` of the transaction that last wrote each row (the column's default on insert
+    and COPY, a trigger on update), indexed per namespace (and embedder), and a hard
+    delete leaves its rows' keys in ``record_drops`` / ``vector_drops`` (a
+    statement-level trigger over the deleted rows: one INSERT per statement, however
+    many rows). Rows written before this migration keep a NULL ``xid``: older than any
+    snapshot a copy takes, and the column is added without rewriting the table.
+
+    The drop logs are pruned by age inside the same trigger: entries older than
+    ``DROPS_KEPT`` go, and ``drop_horizon`` records per namespace the newest ``xid``
+    pruned, so a copy whose snapshot is older than that reloads whole instead of
+    missing a delete."""
+    run_script(
+        conn,
+        """
+        ALTER TABLE records ADD COLUMN xid xid8;
+        ALTER TABLE records ALTER COLUMN xid SET DEFAULT pg_current_xact_id();
+        ALTER TABLE vectors ADD COLUMN xid xid8;
+        ALTER TABLE vectors ALTER COLUMN xid SET DEFAULT pg_current_xact_id();
+        CREATE INDEX records_ns_xid ON records (namespace, xid);
+        CREATE INDEX vectors_ns_embedder_xid ON vectors (namespace, embedder_id, xid);
+        CREATE TABLE record_drops (
+            namespace  text COLLATE "C" NOT NULL,
+            record     bigint NOT NULL,
+            xid        xid8 NOT NULL DEFAULT pg_current_xact_id(),
+            dropped_at timestamptz NOT NULL DEFAULT now()
+        );
+        CREATE INDEX record_drops_ns_xid ON record_drops (namespace, xid);
+        CREATE TABLE vector_drops (
+            namespace   text COLLATE "C" NOT NULL,
+            record      bigint NOT NULL,
+            embedder_id text COLLATE "C" NOT NULL,
+            xid         xid8 NOT NULL DEFAULT pg_current_xact_id(),
+            dropped_at  timestamptz NOT NULL DEFAULT now()
+        );
+        CREATE INDEX vector_drops_ns_xid ON vector_drops (namespace, embedder_id, xid);
+        CREATE TABLE drop_horizon (
+            namespace text COLLATE "C" NOT NULL PRIMARY KEY,
+            below     xid8 NOT NULL
+        )
+        """,
+    )
+    # function bodies hold ';' + newline: one statement each, not through run_script
+    conn.execute(
+        """
+        CREATE FUNCTION memstrata_stamp_xid() RETURNS trigger LANGUAGE plpgsql
+        SET search_path FROM CURRENT AS $$
+        BEGIN
+            NEW.xid := pg_current_xact_id();
+            RETURN NEW;
+        END $$"""
+    )
+    for table, columns, keys in (
+        ("record", "namespace, record", "namespace, rowid"),
+        ("vector", "namespace, record, embedder_id", "namespace, record, embedder_id"),
+    ):
+        conn.execute(
+            f"""
+            CREATE FUNCTION memstrata_{table}_drops() RETURNS trigger LANGUAGE plpgsql
+            SET search_path FROM CURRENT AS $$
+            BEGIN
+                INSERT INTO {table}_drops ({columns}) SELECT {keys} FROM gone;
+                -- prune by age, per namespace touched; the horizon says what went
+                WITH old AS (
+                    DELETE FROM {table}_drops d
+                    WHERE d.namespace IN (SELECT DISTINCT g.namespace FROM gone g)
+                      AND d.dropped_at < now() - interval '{DROPS_KEPT}'
+                    RETURNING d.namespace, d.xid)
+                INSERT INTO drop_horizon (namespace, below)
+                SELECT namespace, max(xid) FROM old GROUP BY namespace
+                ON CONFLICT (namespace) DO UPDATE
+                SET below = greatest(drop_horizon.below, excluded.below);
+                RETURN NULL;
+            END $$"""
+        )
+    for table in ("records", "vectors"):
+        conn.execute(
+            f"CREATE TRIGGER {table}_stamp_xid BEFORE UPDATE ON {table}"
+            " FOR EACH ROW EXECUTE FUNCTION memstrata_stamp_xid()"
+        )
+        conn.execute(
+            f"CREATE TRIGGER {table}_drops AFTER DELETE ON {table}"
+            f" REFERENCING OLD TABLE AS gone FOR EACH STATEMENT"
+            f" EXECUTE FUNCTION memstrata_{table[:-1]}_drops()"
+        )
+
+
 def _ensure_vector_extension(conn: Connection) -> None:
     try:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
