@@ -209,6 +209,17 @@ class Dialect(ABC):
     def build_vector_index(self, dimensions: int) -> None:  # noqa: B027 - a hook
         """Builds the vector index of one dimension now, where the lane has one."""
 
+    #: Whether :meth:`scope_test` may answer (a lane then reads in one snapshot).
+    has_scope_copy = False
+
+    def scope_test(
+        self, tx: Tx, namespace: str, request: SearchRequest, window: Window | None
+    ) -> Callable[[np.ndarray], np.ndarray | None] | None:
+        """Where an in-process scope copy decides this search's scope (inside ``tx``, a
+        snapshot): a test of rowids, returning those in scope (None: it cannot decide
+        them after all). None where the dialect has no copy or it is not ready."""
+        return None
+
     # -- maintenance ----------------------------------------------------------------
 
     def scrub(self) -> None:  # noqa: B027 - a hook, not abstract

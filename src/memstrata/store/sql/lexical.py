@@ -36,17 +36,19 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
+
+import numpy as np
 
 from memstrata.domain.records import Record
 from memstrata.domain.words import DEFAULT_LANGUAGE, LANGUAGES, query_terms, term_counts
 from memstrata.store.base import LexicalHits
 from memstrata.store.sql.dialect import Dialect, Lane, Tx, chunks
 from memstrata.store.sql.maintenance import Finding
-from memstrata.store.sql.rows import best, hits, prefixed
+from memstrata.store.sql.rows import COLUMNS, best, hits, prefixed
 from memstrata.store.sql.scope import known_scope, scope_clause
 
 K1 = 1.2
@@ -161,7 +163,10 @@ def search(d: Dialect, lane: Lane) -> list[tuple[Record, float]]:
     if not candidates:
         return []
     test, test_params = d.in_list("t.term", sorted(candidates))
-    with d.db.read() if lane.known_at is None else d.db.snapshot() as tx:
+    # a snapshot where a scope copy may decide the scope: the copy, the postings and the
+    # rows read are then one state of the file
+    copied = lane.known_at is None and d.has_scope_copy
+    with d.db.snapshot() if copied or lane.known_at is not None else d.db.read() as tx:
         rows = tx.execute(
             "SELECT s.language, s.documents, s.length, t.term, t.df FROM lexical_stats s"
             f" LEFT JOIN lexical_terms t ON t.namespace = s.namespace AND {test}"
@@ -179,9 +184,15 @@ def search(d: Dialect, lane: Lane) -> list[tuple[Record, float]]:
             w = weights(documents, length, df, terms)
             if not w.terms:
                 return []
-            where, params = scope_clause(d, "r", namespace, request, lane.window, probed=True)
-            rows = _ranked(d, tx, namespace, w, where, params, lane.limit)
-            found = hits(rows, request, lambda row: int(row[-1]) / SCALE)
+            tester = d.scope_test(tx, namespace, request, lane.window) if copied else None
+            ranked = _ranked_in_copy(d, tx, lane, w, tester) if tester is not None else None
+            if ranked is not None:
+                found = ranked
+            else:
+                where, params = scope_clause(d, "r", namespace, request, lane.window,
+                                             probed=True)  # fmt: skip
+                rows = _ranked(d, tx, namespace, w, where, params, lane.limit)
+                found = hits(rows, request, lambda row: int(row[-1]) / SCALE)
     result = LexicalHits(found)
     result.terms, result.language = tuple(terms), language
     return result
@@ -201,6 +212,68 @@ def _ranked(
             [*sum_params, *params, limit],
         ).fetchall()
     )
+
+
+def _ranked_in_copy(
+    d: Dialect, tx: Tx, lane: Lane, w: Weights, tester: Callable[[np.ndarray], np.ndarray | None]
+) -> list[tuple[Record, float]] | None:
+    """:func:`_ranked` with the scope decided by the dialect's scope copy: each of the
+    query terms' postings is read with its part of the score (computed by the same SQL
+    expression, a whole number) as one text value, summed per record in numpy (integers:
+    the same sums in any order), and only the records with a posting are tested
+    against the scope (``tester``, the dialect's scope copy). None when
+    the copy cannot decide it."""
+    values, score = _term_scores(d, w)
+    branches = " UNION ALL".join(
+        f" SELECT p.record || ',' || {score} AS x FROM (VALUES {values}) q JOIN {table} p"
+        " ON p.namespace = ? AND p.term = q.column1"
+        for table in tiers(d)
+    )
+    (listed,) = tx.execute(
+        f"SELECT group_concat(x) FROM ({branches})",
+        _term_params(w, lane.namespace) * len(tiers(d)),
+    ).fetchone()
+    postings = np.fromstring(listed or "", dtype=np.int64, sep=",").reshape(-1, 2)
+    in_scope = tester(postings[:, 0])
+    if in_scope is None:
+        return None
+    if in_scope.shape[0] == 0:
+        return []
+    kept = postings[np.isin(postings[:, 0], in_scope)]
+    order = np.argsort(kept[:, 0], kind="stable")
+    ids = kept[order, 0]
+    starts = np.flatnonzero(np.concatenate([[True], ids[1:] != ids[:-1]]))
+    rowids, sums = ids[starts], np.add.reduceat(kept[order, 1], starts)
+    if rowids.shape[0] > lane.limit:
+        rowids, sums = _best_by_id(d, tx, rowids, sums, lane.limit)
+    by_rowid = dict(zip(rowids.tolist(), sums.tolist(), strict=True))
+    found: list[tuple[Record, float]] = []
+    for chunk in chunks(rowids.tolist(), 500):
+        test, test_params = d.in_list("rowid", chunk)
+        rows = tx.execute(f"SELECT {COLUMNS} FROM records WHERE {test}", test_params)
+        found += hits(rows, lane.request, lambda row: by_rowid[row[0]] / SCALE)
+    return best(found, lane.limit)
+
+
+def _best_by_id(
+    d: Dialect, tx: Tx, rowids: np.ndarray, sums: np.ndarray, limit: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``limit`` best of ``rowids`` by score, ties by id: every one above the
+    ``limit``-th score, and of those tied with it the first by id (only their ids read,
+    however many are tied)."""
+    kth = np.partition(sums, -limit)[-limit]
+    above = np.flatnonzero(sums > kth)
+    tied = np.flatnonzero(sums == kth)
+    wanted = limit - above.shape[0]
+    if tied.shape[0] > wanted:
+        ids: list[tuple[str, int]] = []
+        for chunk in chunks(rowids[tied].tolist(), 500):
+            test, params = d.in_list("rowid", chunk)
+            ids += tx.execute(f"SELECT id, rowid FROM records WHERE {test}", params).fetchall()
+        first = {rowid for _, rowid in sorted(ids)[:wanted]}
+        tied = tied[np.fromiter((r in first for r in rowids[tied].tolist()), bool, tied.shape[0])]
+    chosen = np.concatenate([above, tied])
+    return rowids[chosen], sums[chosen]
 
 
 def _known(d: Dialect, tx: Tx, lane: Lane, w: Weights) -> list[tuple[Record, float]]:

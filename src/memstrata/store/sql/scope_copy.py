@@ -180,17 +180,24 @@ class Tenant:
         return self._pairs(key, lambda value: value in wanted)
 
     def positions(
-        self, request: SearchRequest, window: Window | None, known_at: int | None = None
+        self,
+        request: SearchRequest,
+        window: Window | None,
+        known_at: int | None = None,
+        among: np.ndarray | None = None,
     ) -> np.ndarray | None:
         """Positions of the records in scope (with ``known_at``: those of them whose
-        current version was recorded by then), or None when a term is not one this
-        copy holds (the caller then asks SQL)."""
+        current version was recorded by then; ``among``: of these positions only,
+        each once, the others never tested), or None when a term is not one this copy
+        holds (the caller then asks SQL)."""
         lists = [
             *(self.tags[t].array() if t in self.tags else np.zeros(0, np.int64)
               for t in request.tags),
             *(self._pair(key, value) for key, value in request.filter.items()),
             *(self._predicate(p) for p in request.predicates),
         ]  # fmt: skip
+        if among is not None:
+            lists.append(among)
         candidates: np.ndarray | None = None
         if lists:
             lists.sort(key=len)

@@ -9,7 +9,7 @@ A write transaction holds the file's write lock from its first statement
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from operator import itemgetter
 from pathlib import Path
@@ -261,6 +261,14 @@ class SqliteDialect(Dialect):
         if listed is None:
             return np.zeros(0, dtype=np.int64)
         return np.fromstring(listed, dtype=np.int64, sep=",")
+
+    has_scope_copy = True
+
+    def scope_test(
+        self, tx: sqlite3.Connection, namespace: str, request: SearchRequest,
+        window: Window | None,
+    ) -> Callable[[np.ndarray], np.ndarray | None] | None:  # fmt: skip
+        return self._scopes.tester(tx, namespace, request, window)
 
     def semantic(
         self, lane: Lane, embedder_id: str, query: np.ndarray

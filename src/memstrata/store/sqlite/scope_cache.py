@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -92,6 +92,39 @@ class ScopeCache:
                 return np.zeros(0, np.int64)
             positions = tenant.positions(request, at, known_at)
             return None if positions is None else tenant.rowid[positions]
+
+    def tester(
+        self, conn: sqlite3.Connection, namespace: str, request: SearchRequest, at: Window | None
+    ) -> Callable[[np.ndarray], np.ndarray | None] | None:
+        """When this copy decides the search's scope: a test of given rowids (those in
+        scope; only they are tested), for a lane that finds its candidates first (the
+        lexical lane: the records with a posting). None: the caller asks SQL. Call
+        inside the search's read; the copy is refreshed here."""
+        if not served(request):
+            return None
+        with self._lock:
+            if self.seq < 0:
+                self._searches += 1
+                if self._searches < self.warm_after:
+                    return None
+            self._refresh(conn)
+
+        def test(rowids: np.ndarray) -> np.ndarray | None:
+            with self._lock:
+                tenant = self.tenants.get(namespace)
+                if tenant is None:
+                    return np.zeros(0, np.int64)
+                among = self._positions_in(namespace, rowids)
+                positions = tenant.positions(request, at, among=among)
+                return None if positions is None else tenant.rowid[positions]
+
+        return test
+
+    def _positions_in(self, namespace: str, rowids: np.ndarray) -> np.ndarray:
+        """The positions, in ``namespace``'s tenant, of those of ``rowids`` it holds."""
+        inside = rowids[(rowids >= 0) & (rowids < self.tenant_of.shape[0])]
+        mine = inside[self.tenant_of[inside] == self.index[namespace]]
+        return np.unique(self.position_of[mine])
 
     # -- refresh ----------------------------------------------------------------------
 
