@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -49,6 +50,47 @@ _CHUNK = 65536
 __all__ = ["SERVED", "WARM_AFTER", "ScopeCache", "served"]
 
 
+#: Decided scopes kept for reuse, at most this many and this many bytes of rowids.
+_HELD_SCOPES = 64
+_HELD_BYTES = 64 << 20
+
+
+def _scope_key(namespace: str, request: SearchRequest, known_at: int | None) -> tuple[Any, ...]:
+    """Every term of a served request that decides its scope, but its window."""
+    return (
+        namespace, tuple(request.tags), tuple(sorted(request.filter.items())),
+        tuple(repr(p) for p in request.predicates), tuple(request.record_terms()), known_at,
+    )  # fmt: skip
+
+
+def _next_change(tenant: Tenant, at: Window | None) -> int:
+    """For a point window at ``t``: the first instant after ``t`` at which any of the
+    namespace's records becomes or stops being valid (its scope at every instant from
+    ``t`` until then is the scope at ``t``). Other windows: reused only when equal."""
+    if at is None or at.end != at.start + 1:
+        return at.end if at is not None else OPEN
+    starts, ends = tenant.column("valid_from"), tenant.column("valid_to")
+    assert starts is not None and ends is not None
+    later = [a[a > at.start] for a in (starts, ends)]
+    return min((int(a.min()) for a in later if a.shape[0]), default=OPEN)
+
+
+class _Held:
+    """A decided scope: its window, until when it holds (a point window), its rowids."""
+
+    __slots__ = ("at", "rowids", "until")
+
+    def __init__(self, at: Window | None, until: int, rowids: np.ndarray) -> None:
+        self.at, self.until, self.rowids = at, until, rowids
+
+    def answers(self, at: Window | None) -> bool:
+        if at is None or self.at is None:
+            return at is None and self.at is None
+        if at.end == at.start + 1 and self.at.end == self.at.start + 1:  # two instants
+            return self.at.start <= at.start < self.until
+        return at == self.at
+
+
 class ScopeCache:
     """Per-process columnar copies of every namespace's scope, kept in step with the
     file through ``scope_log``."""
@@ -67,6 +109,11 @@ class ScopeCache:
         self.tenant_of = np.full(1024, -1, np.int32)  # rowid -> namespace index
         self.position_of = np.full(1024, -1, np.int64)  # rowid -> position in it
         self.size = 0
+        # scopes decided since the copy last changed, by request terms: a search that
+        # repeats one (the same room, current) reuses its rowids while no record's
+        # validity starts or ends between the two instants
+        self._held: OrderedDict[tuple[Any, ...], _Held] = OrderedDict()
+        self._held_bytes = 0
 
     def rowids(
         self,
@@ -90,8 +137,26 @@ class ScopeCache:
             tenant = self.tenants.get(namespace)
             if tenant is None:
                 return np.zeros(0, np.int64)
+            key = _scope_key(namespace, request, known_at)
+            held = self._held.get(key)
+            if held is not None and held.answers(at):
+                self._held.move_to_end(key)
+                return held.rowids
             positions = tenant.positions(request, at, known_at)
-            return None if positions is None else tenant.rowid[positions]
+            if positions is None:
+                return None
+            rowids = tenant.rowid[positions]
+            self._hold(key, _Held(at, _next_change(tenant, at), rowids))
+            return rowids
+
+    def _hold(self, key: tuple[Any, ...], held: _Held) -> None:
+        """Keeps a decided scope, the least recently used ones dropped past the bounds."""
+        held.rowids.flags.writeable = False  # shared by every search that reuses it
+        self._held[key] = held
+        self._held_bytes += held.rowids.nbytes
+        while len(self._held) > _HELD_SCOPES or self._held_bytes > _HELD_BYTES:
+            _, dropped = self._held.popitem(last=False)
+            self._held_bytes -= dropped.rowids.nbytes
 
     def tester(
         self, conn: sqlite3.Connection, namespace: str, request: SearchRequest, at: Window | None
@@ -134,6 +199,8 @@ class ScopeCache:
         ).fetchone()
         if self.seq >= 0 and not changes:
             return
+        self._held.clear()  # every decided scope may have changed
+        self._held_bytes = 0
         if self.seq < 0 or changes * _RELOAD_SHARE > self.size:
             self._reset()
             self._load(conn)
