@@ -7,7 +7,8 @@
 
 Options: ``--only speed,quality,time,cold``, ``--engines pg,chroma,lance,sqlitevec``
 (memstrata on SQLite and the numpy floor always run), ``--results DIR``, ``--store DIR``
-(memstrata's speed store kept there and reused by the next run of the same size).
+(memstrata's speed store kept there and reused by the next run of the same size),
+``--speed-size N`` (only that one of the plan's speed sizes).
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
     if "speed" in parts:
         from bench.speed import run_speed
 
-        for size in plan["speed"]:
+        sizes = [int(args.speed_size)] if args.speed_size else plan["speed"]
+        for size in sizes:
             t = time.perf_counter()
             queries = plan["queries_100k"] if size >= 100_000 else plan["queries"]
             store = Path(args.store) if args.store else None
@@ -142,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     run_parser.add_argument("--results", default=str(RESULTS), help="output directory")
     run_parser.add_argument(
         "--store", help="keep memstrata's speed store in this directory, and reuse it"
+    )
+    run_parser.add_argument(
+        "--speed-size", help="only this one of the plan's speed sizes (e.g. 100000)"
     )
     report_parser = commands.add_parser("report", help="re-render summary.md and plots")
     report_parser.add_argument("--results", default=str(RESULTS))

@@ -231,6 +231,9 @@ def run_speed(
 
         ours = next(e for e in engines if e.name == MEMSTRATA)
         assert isinstance(ours, MemstrataEngine)
+        floor = next(e for e in engines if e.name.startswith("floor"))
+        exact = exact_unfiltered(ours, floor, by_case["semantic"], truth)
+        log(f"  semantic, exact (no index): {exact}")
         profile = profile_memstrata(ours, data, by_case)
         profile["scope_sql_p50_ms"] = scope_sql(ours, by_case)
         result = {
@@ -244,6 +247,7 @@ def run_speed(
             "skipped": skipped,
             "ingest": ingest,
             "cases": cases,
+            "semantic_exact": exact,
             "case_titles": CASE_TITLES,
             "memstrata_profile": profile,
             "seconds": round(time.perf_counter() - started, 1),
@@ -299,6 +303,26 @@ def measure_case(
             "recall_at_10": round(float(np.mean(recalls[engine.name])), 4),
             "in_scope_rows_mean": round(scope, 1),
         }
+    return out
+
+
+def exact_unfiltered(
+    ours: Engine, floor: Engine, queries: list[Query], truth: Truth
+) -> dict[str, Any]:
+    """The unfiltered case with memstrata's index switched off, beside the full-scan
+    floor (one contiguous matvec), query by query: what the exact path costs over the
+    cheapest honest pass over every row."""
+    from bench.engines.memstrata_engine import MemstrataEngine
+
+    assert isinstance(ours, MemstrataEngine) and ours.memory is not None
+    vectors: Any = ours.memory.service.store.dialect._vectors  # type: ignore[attr-defined]
+    saved = vectors.min_rows
+    vectors.min_rows = 1 << 62  # every scope exact
+    try:
+        out = measure_case("semantic", queries, [ours, floor], truth)
+    finally:
+        vectors.min_rows = saved
+    out[MEMSTRATA]["floor_ratio"] = round(out[MEMSTRATA]["p50_ms"] / out[floor.name]["p50_ms"], 3)
     return out
 
 
