@@ -57,6 +57,7 @@ def test_hnsw_lane_fills_top_k_from_the_scope_and_agrees_with_exact(pg_target: s
         m.upsert("ns", near + far)
         store = m.service.store
         assert isinstance(store, SqlStore) and isinstance(store.dialect, PostgresDialect)
+        store.dialect.copies.enabled = False  # the SQL lane's HNSW branch is what is tested
         exact = m.search("ns", query, ranking="semantic", top_k=10, filter={"room": "b"})
         assert not has_index(pg_target, "vectors_hnsw_64")  # small scopes never need one
         store.dialect.exact_limit = 0  # the first search that wants the index starts it
@@ -384,13 +385,15 @@ _lanes = itertools.count()
                             (1000, 1000)]),
     top_k=st.integers(1, 12),
     seed=st.integers(0, 2**16),
+    warm=st.booleans(),
 )  # fmt: skip
 def test_every_branch_of_the_vector_lane_agrees_with_a_brute_force(
     indexed_store: memstrata.Memory, palette: int, picks: list[tuple[int, bool]],
-    hidden: set[int], limits: tuple[int, int], top_k: int, seed: int,
+    hidden: set[int], limits: tuple[int, int], top_k: int, seed: int, warm: bool,
 ) -> None:  # fmt: skip
     """Random scopes (some records repeating another's vector: ties), every pair of
-    switch points: the lane's top_k is the brute force's, ties by id, scores exact."""
+    switch points: the lane's top_k is the brute force's, ties by id, scores exact.
+    ``warm``: answered by the process's copy (scope_copy.py) from the first search."""
     rng = np.random.default_rng(seed)
     directions = rng.standard_normal((palette, 16))
     namespace = f"v{next(_lanes)}"
@@ -410,6 +413,7 @@ def test_every_branch_of_the_vector_lane_agrees_with_a_brute_force(
     scope_rows, exact_limit = limits
     saved = dialect_module.SCOPE_ROWS, store.dialect.exact_limit
     dialect_module.SCOPE_ROWS, store.dialect.exact_limit = limits
+    store.dialect.copies.warm_after = 1 if warm else 10**9
     try:
         for scope, room in (({"filter": {"room": "b"}}, "b"), ({}, None)):
             ids = [r["id"] for i, r in enumerate(records) if i not in hidden

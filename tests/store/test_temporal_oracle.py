@@ -108,6 +108,9 @@ class TemporalMachine(RuleBasedStateMachine):
             # search): its candidates must be exactly the scope's too
             vectors = self.memory.service.store.dialect._vectors
             vectors.background, vectors.min_rows, vectors.min_share = False, 1, 0.0
+        copies = getattr(self.memory.service.store.dialect, "copies", None)
+        if copies is not None:  # PostgreSQL: the per-process copy answers from the first
+            copies.warm_after = 1  # search, refreshed from the change log after each write
         self.model: dict[str, Model] = {}
         self.counter = 0
 

@@ -26,6 +26,7 @@ from memstrata.store import StorageOptions
 from memstrata.store.postgres import vectors
 from memstrata.store.postgres.connection import Connection, Database, connect
 from memstrata.store.postgres.migrations import apply_migrations
+from memstrata.store.postgres.scope_copy import ScopeCopies
 from memstrata.store.sql.dialect import Dialect, Lane
 from memstrata.store.sql.maintenance import Finding
 from memstrata.store.sql.past import known_rows
@@ -129,6 +130,7 @@ class PostgresDialect(Dialect):
         )  # fmt: skip
         self._indexes = vectors.VectorIndexes(url)
         self._statistics = FreshStatistics()
+        self.copies = ScopeCopies(self.db)  # the lane from memory (scope_copy.py)
 
     # -- wording ------------------------------------------------------------------
 
@@ -291,10 +293,15 @@ class PostgresDialect(Dialect):
     def semantic(
         self, lane: Lane, embedder_id: str, query: np.ndarray
     ) -> tuple[list[tuple[Record, float]], int]:
-        """Exact for scopes up to ``exact_limit``, the HNSW index beyond (vectors.py)."""
+        """From the process's copy of the namespace where it serves the search
+        (scope_copy.py); else exact for scopes up to ``exact_limit``, the HNSW index
+        beyond (vectors.py)."""
         query = np.asarray(query, dtype=np.float32)
         if lane.known_at is not None:
             return self._semantic_known(lane, embedder_id, query)
+        copied = self.copies.semantic(lane, embedder_id, query)
+        if copied is not None:
+            return copied
         namespace, request, window, limit = lane.namespace, lane.request, lane.window, lane.limit
         dimensions = int(query.shape[0])
         scope, scope_params = scope_rowids(self, namespace, request, window)
