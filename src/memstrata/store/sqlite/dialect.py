@@ -283,19 +283,22 @@ class SqliteDialect(Dialect):
                 return [], 0
             # The cache, refreshed inside this read, knows which records have a vector.
             matrix = self._vectors.refresh(conn, embedder_id, int(query.shape[0]))
+            query = query.astype(np.float32)
             # the scope copy (or SQL) decided the scope: only whether each has a vector
             rowids, positions = matrix.locate(in_scope)
             unembedded = int(in_scope.shape[0] - rowids.shape[0])
             if rowids.shape[0] == 0:
                 return [], unembedded
-            query = query.astype(np.float32)
             found = SemanticHits()
             # a wide scope: the index's candidates, each then scored exactly
             candidates = self._vectors.candidates(matrix, rowids, query, limit)
             if candidates is not None:
                 rowids, found.found_by = candidates, "ivf"
-                positions = matrix.position[rowids]
-            similarities = matrix.scores_at(positions, query)
+                similarities = matrix.scores_at(matrix.position[rowids], query)
+            elif matrix.whole(rowids):  # every row, exact: one pass in matrix order
+                rowids, similarities = matrix.rowid_of, matrix.rows[: matrix.count] @ query
+            else:
+                similarities = matrix.scores_at(positions, query)
             chosen = top_k(similarities, limit)
             by_rowid = {int(rowids[i]): float(similarities[i]) for i in chosen}
             test, params = self.in_list("rowid", list(by_rowid))

@@ -31,6 +31,7 @@ class _Matrix:
         self.rows = np.zeros((1024, dimensions), dtype=np.float32)
         self.count = 0
         self.position = np.full(1024, -1, dtype=np.int64)  # rowid -> row, -1 = none
+        self.rowid_of = np.full(1024, -1, dtype=np.int64)  # row -> rowid, -1 = withdrawn
         self.seq = 0
         self.live = 0  # rowids with a vector
         self.index = ListIndex(dimensions)
@@ -45,6 +46,10 @@ class _Matrix:
             grown_rows = np.empty((rows, self.dimensions), np.float32)
             grown_rows[: self.count] = self.rows[: self.count]
             self.rows = grown_rows
+        if rows > self.rowid_of.shape[0]:
+            grown = np.full(rows, -1, dtype=np.int64)
+            grown[: self.count] = self.rowid_of[: self.count]
+            self.rowid_of = grown
         if top_rowid >= self.position.shape[0]:
             grown = np.full(top_rowid + 1, -1, dtype=np.int64)
             grown[: self.position.shape[0]] = self.position
@@ -59,6 +64,7 @@ class _Matrix:
         if need > self.rows.shape[0]:
             self.reserve(max(need, 2 * self.rows.shape[0]), 0)
         self.position[fresh] = np.arange(self.count, need)
+        self.rowid_of[self.count : need] = fresh
         self.live += need - self.count
         self.count = need
         self.rows[self.position[rowids]] = vectors
@@ -68,7 +74,9 @@ class _Matrix:
 
     def withdraw(self, rowids: np.ndarray) -> None:
         inside = np.unique(rowids[rowids < self.position.shape[0]])
-        self.live -= int(np.count_nonzero(self.position[inside] >= 0))
+        held = self.position[inside]
+        self.live -= int(np.count_nonzero(held >= 0))
+        self.rowid_of[held[held >= 0]] = -1
         self.position[inside] = -1
         self.index.changed(inside, None)
 
@@ -103,6 +111,11 @@ class _Matrix:
         gathers its rows first; a wide one scores every row in one pass (cheaper than
         copying most of the matrix) and picks its own."""
         return self.scores_at(self.position[rowids], query)
+
+    def whole(self, rowids: np.ndarray) -> bool:
+        """Whether these (distinct) records with a vector are every row of the matrix:
+        a scope scored in matrix order, with no gather (``rowid_of`` names the best)."""
+        return rowids.shape[0] == self.count == self.live
 
     def scores_at(self, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
         """Cosine similarity of ``query`` with the vectors at these matrix rows."""
@@ -267,6 +280,8 @@ class VectorCache:
         matrix.count = int(meta["count"])
         matrix.position = np.full(max(1024, top + 1), -1, dtype=np.int64)
         matrix.position[rowids[present]] = present
+        matrix.rowid_of = np.full(max(1024, rows.shape[0]), -1, dtype=np.int64)
+        matrix.rowid_of[: rowids.shape[0]] = rowids
         matrix.live = int(present.shape[0])
         matrix.seq = int(meta["seq"])
         if index is not None:
