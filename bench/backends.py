@@ -16,10 +16,13 @@ interleaved query by query so load swings on a shared machine hit all of them
   query is embedded by the namespace's hash embedder, the same on both backends);
 - ``wide semantic``: ``query_vector``, current, no filter (≈ 80 % in scope).
 
-Variants: ``sqlite`` (exact within the scope), ``postgres`` (as shipped: exact up to
-``EXACT_LIMIT`` in-scope vectors, HNSW with iterative scans beyond),
-``postgres-hnsw`` (forced onto the index) and ``postgres-exact`` (every scope ranked
-exactly: what the switch weighs the index against). Recall@10 is against exact answers: for
+Variants: ``sqlite`` (exact within the scope), ``postgres`` (as shipped: the process's
+scope copy, built by the search that needs it first and timed apart, answers from
+memory while nothing changed; :mod:`memstrata.store.postgres.scope_copy`),
+``postgres-sql`` (the SQL lane without the copy: exact up to ``EXACT_LIMIT`` in-scope
+vectors, HNSW with iterative scans beyond), ``postgres-hnsw`` (SQL forced onto the
+index) and ``postgres-exact`` (SQL, every scope ranked exactly: what the switch weighs
+the index against). Recall@10 is against exact answers: for
 semantic, a float64 brute force over exactly the in-scope rows; for hybrid, RRF of
 that brute force and the backend's own lexical lane (exact on both backends; BM25 and
 ts_rank_cd rank differently, so each backend is compared with itself).
@@ -252,6 +255,45 @@ def load(m: memstrata.Memory, data: Data, batch: int) -> float:
     return time.perf_counter() - started
 
 
+def sql_only(url: str, embedder: HashEmbedder, exact_limit: int | None) -> memstrata.Memory:
+    """A PostgreSQL handle whose vector lane is always SQL (no scope copy), optionally
+    with another exact/HNSW switch point."""
+    m = memstrata.open(url, embedder=embedder, background_jobs=False)
+    store = m.service.store
+    assert isinstance(store, SqlStore) and isinstance(store.dialect, PostgresDialect)
+    store.dialect.copies.enabled = False
+    if exact_limit is not None:
+        store.dialect.exact_limit = exact_limit
+    return m
+
+
+def _rss() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def build_copy(m: memstrata.Memory, data: Data) -> dict[str, Any]:
+    """The process's scope copy of the namespace, built by the search that needs it
+    (the WARM_AFTER-th): how long that search took and what the copy holds."""
+    store = m.service.store
+    assert isinstance(store, SqlStore) and isinstance(store.dialect, PostgresDialect)
+    copies = store.dialect.copies
+    search = {"query_vector": data.queries[0].tolist(), "top_k": TOP_K, "ids_only": True}
+    before = _rss()
+    while NS not in copies._copies:
+        started = time.perf_counter()
+        m.search(NS, **search)
+        seconds = time.perf_counter() - started
+    return {
+        "build_seconds": round(seconds, 2),
+        "mib": round(copies.nbytes() / 2**20),
+        "rss_growth_mib": round((_rss() - before) / 2**20),
+        "warm_after": copies.warm_after,
+    }
+
+
 def percentiles(values: list[float]) -> dict[str, float]:
     ms = np.array(values) * 1000
     return {"p50_ms": round(float(np.percentile(ms, 50)), 2),
@@ -292,15 +334,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         started = time.perf_counter()
         pg_store.build_vector_index(DIMENSIONS)  # else the first search past EXACT_LIMIT does
         result["ingest"]["postgres"]["hnsw_build_seconds"] = round(time.perf_counter() - started, 1)
-        forced = memstrata.open(pg.url, embedder=embedder, background_jobs=False)
-        assert isinstance(forced.service.store, SqlStore)
-        assert isinstance(forced.service.store.dialect, PostgresDialect)
-        forced.service.store.dialect.exact_limit = 0
-        exact = memstrata.open(pg.url, embedder=embedder, background_jobs=False)
-        assert isinstance(exact.service.store, SqlStore)
-        assert isinstance(exact.service.store.dialect, PostgresDialect)
-        exact.service.store.dialect.exact_limit = args.size  # every scope ranked exactly
-        variants = {**memories, "postgres-hnsw": forced, "postgres-exact": exact}
+        result["copy"] = build_copy(memories["postgres"], data)
+        print(f"postgres: scope copy built in {result['copy']['build_seconds']} s,"
+              f" {result['copy']['mib']} MiB", flush=True)  # fmt: skip
+        sql_lane = sql_only(pg.url, embedder, None)  # the SQL lane as shipped, no copy
+        forced = sql_only(pg.url, embedder, 0)
+        exact = sql_only(pg.url, embedder, args.size)  # every scope ranked exactly
+        variants = {**memories, "postgres-sql": sql_lane, "postgres-hnsw": forced,
+                    "postgres-exact": exact}  # fmt: skip
         result["plans"] = explain(pg_store, data, int(data.query_rooms[0]))
         room = f"room-{int(data.query_rooms[0])}"
         vector = data.queries[0].tolist()
@@ -324,8 +365,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 m.upsert(NS, extra[start : start + args.batch])
             seconds = time.perf_counter() - started
             result["ingest"][name]["loaded_rows_per_s"] = round(len(extra) / seconds)
-        forced.close()
-        exact.close()
+        for variant in (sql_lane, forced, exact):
+            variant.close()
         for m in memories.values():
             m.close()
     finally:
