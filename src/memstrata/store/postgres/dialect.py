@@ -188,8 +188,9 @@ class PostgresDialect(Dialect):
 
     def insert_rows(
         self, tx: Connection, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
-        suffix: str = "",
+        suffix: str = "", *, change: int = 0,
     ) -> None:  # fmt: skip
+        # every replacement here runs at once, after what waits: one order serves all
         tx.defer(table, columns, rows, suffix=suffix)
         if suffix:  # rows that may meet each other's conflicts go now, in one statement
             tx.flush()

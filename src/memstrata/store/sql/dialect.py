@@ -146,12 +146,14 @@ class Dialect(ABC):
 
     def insert_rows(
         self, tx: Tx, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
-        suffix: str = "",
+        suffix: str = "", *, change: int = 0,
     ) -> None:  # fmt: skip
         """Inserts rows into one of the store's own tables (names from the code, never
         input; ``suffix``: an ON CONFLICT clause, the same on every call for a table).
         A dialect may hold them back until the transaction's next other statement or
-        its end, and send many records' rows as one statement."""
+        its end, and send many records' rows as one statement; ``change``: the rows
+        are those of the k-th change of their record in this transaction (k from 0),
+        sent after the held-back statements of its earlier changes."""
         placeholders = ", ".join("?" for _ in columns)
         tx.executemany(
             f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({placeholders}){suffix}", rows
@@ -183,6 +185,16 @@ class Dialect(ABC):
     def keep_vectors(self, tx: Tx, namespace: str, rowid: int, content_hash: str) -> None:
         """Copies the record's vectors into ``past_vectors`` under ``content_hash`` (the
         content they were derived from, which the record is about to stop holding)."""
+
+    def replace_later(
+        self, tx: Tx, namespace: str, rowid: int, known_to: int,
+        values: dict[str, Any], change: int,
+    ) -> bool:  # fmt: skip
+        """Replaces the records row ``rowid`` with ``values`` as ``Writes.save`` does
+        it (its past copy, the row rewritten, its scope rows removed), held back like
+        inserted rows (``change``: the record's k-th change in this transaction, as for
+        :meth:`insert_rows`), or (False) does nothing: the caller does it now."""
+        return False
 
     def claim_key(self, tx: Tx, namespace: str, key: str) -> None:  # noqa: B027 - a hook
         """Serialises this transaction with any other that claims ``key`` (nothing to

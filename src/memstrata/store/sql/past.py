@@ -31,30 +31,40 @@ from memstrata.store.sql.scope import known_clause
 _FIELDS = ", ".join(ROW_FIELDS)
 
 
+#: The outgoing row's copy into the past (parameters: known_to, namespace, rowid).
+KEEP_ROW = (
+    f"INSERT INTO record_past (record, known_from, known_to, {_FIELDS})"
+    f" SELECT rowid, updated_at, ?, {_FIELDS} FROM records WHERE namespace = ? AND rowid = ?"
+)
+
+
+def keep_scope(d: Dialect, past: str) -> tuple[str, str]:
+    """The copies of the outgoing row's tag and metadata rows into the past, each
+    record's rows pointing at ``past`` (an expression that comes first among the
+    parameters; then namespace, rowid)."""
+    ns = d.unindexed("namespace")
+    tags = (
+        "INSERT INTO past_tags (namespace, tag, record, valid_from, valid_to, deleted_at)"
+        f" SELECT namespace, tag, {past}, valid_from, valid_to, deleted_at FROM record_tags"
+        f" WHERE {ns} = ? AND record = ?"
+    )
+    meta = (
+        "INSERT INTO past_meta (namespace, key, value, record, num, valid_from, valid_to,"
+        f" deleted_at) SELECT namespace, key, value, {past}, num, valid_from, valid_to,"
+        f" deleted_at FROM record_meta WHERE {ns} = ? AND record = ?"
+    )
+    return tags, meta
+
+
 def keep(d: Dialect, tx: Tx, namespace: str, rowid: int, known_to: int) -> str:
     """Copies the record's current row (about to be replaced at ``known_to``) into the
     past, with its scope rows. Returns the content hash of the outgoing version."""
-    columns = _FIELDS
     row = tx.execute(
-        f"INSERT INTO record_past (record, known_from, known_to, {columns})"
-        f" SELECT rowid, updated_at, ?, {columns} FROM records WHERE namespace = ?"
-        " AND rowid = ? RETURNING rowid, content_hash",
-        (known_to, namespace, rowid),
+        KEEP_ROW + " RETURNING rowid, content_hash", (known_to, namespace, rowid)
     ).fetchone()
     past = int(row[0])
-    ns = d.unindexed("namespace")
-    tx.execute(
-        "INSERT INTO past_tags (namespace, tag, record, valid_from, valid_to, deleted_at)"
-        f" SELECT namespace, tag, ?, valid_from, valid_to, deleted_at FROM record_tags"
-        f" WHERE {ns} = ? AND record = ?",
-        (past, namespace, rowid),
-    )
-    tx.execute(
-        "INSERT INTO past_meta (namespace, key, value, record, num, valid_from, valid_to,"
-        " deleted_at) SELECT namespace, key, value, ?, num, valid_from, valid_to, deleted_at"
-        f" FROM record_meta WHERE {ns} = ? AND record = ?",
-        (past, namespace, rowid),
-    )
+    for statement in keep_scope(d, "?"):
+        tx.execute(statement, (past, namespace, rowid))
     return str(row[1])
 
 

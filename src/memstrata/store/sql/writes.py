@@ -69,6 +69,9 @@ class Writes:
         self.actor = actor
         self.known: dict[str, tuple[int, Record] | None] = {}
         self._rowids: list[int] = []
+        #: How many times this transaction has changed each record (by rowid): the
+        #: order in which held-back statements of one record must run.
+        self._changes: dict[int, int] = {}
         self.lexical = LexicalWrites(d, tx, namespace)
 
     def flush(self) -> None:
@@ -125,6 +128,13 @@ class Writes:
         given for an existing one only when its content changed. Returns the rowid."""
         tx, d = self.tx, self.d
         values = row_values(record)
+        change = 0 if rowid is None else self._changes.get(rowid, 0)
+        if (
+            rowid is not None
+            and document is None
+            and d.replace_later(tx, self.namespace, rowid, values["updated_at"], values, change)
+        ):  # what the branch below does, held back with the batch's other rows
+            return self._saved(rowid, record, values, change)
         if rowid is not None:  # the version it replaces stays known until now
             outgoing = past.keep(d, tx, self.namespace, rowid, values["updated_at"])
             if document is not None:  # and so do the postings of its content
@@ -144,13 +154,19 @@ class Writes:
                     f"DELETE FROM {table} WHERE {d.unindexed('namespace')} = ? AND record = ?",
                     (record.namespace, rowid),
                 )
+        return self._saved(rowid, record, values, change)
+
+    def _saved(self, rowid: int, record: Record, values: dict[str, Any], change: int) -> int:
+        """Adds the rows of the record's new version beside its row."""
+        tx, d = self.tx, self.d
+        self._changes[rowid] = change + 1
         # Scope rows repeat the record's namespace and validity; every change to a
         # record comes through here, so they never disagree with its row.
         tags, meta = scope_rows(record, values, rowid)
         if tags:
-            d.insert_rows(tx, "record_tags", TAG_COLUMNS, tags)
+            d.insert_rows(tx, "record_tags", TAG_COLUMNS, tags, change=change)
         if meta:
-            d.insert_rows(tx, "record_meta", META_COLUMNS, meta)
+            d.insert_rows(tx, "record_meta", META_COLUMNS, meta, change=change)
         d.insert_rows(
             tx, "record_versions", VERSION_COLUMNS,
             [(record.namespace, record.id, record.version, snapshot_body(record, values),

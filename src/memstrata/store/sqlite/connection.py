@@ -116,52 +116,59 @@ _RECORDS = "INSERT INTO records "
 
 
 class Deferred:
-    """Rows held back for one statement (an ``INSERT`` of the store's own), sent with
-    one ``executemany`` when the transaction next does anything else or ends;
-    ``after`` (a statement taking the number of rows) runs right after them."""
+    """Rows held back for one statement of the store's own, sent with one
+    ``executemany`` when the transaction next does anything else or ends; ``after``
+    (a statement taking the number of rows) runs right after them."""
 
-    __slots__ = ("after", "rows", "sql")
+    __slots__ = ("after", "round", "rows", "sql")
 
-    def __init__(self, sql: str, after: str | None) -> None:
-        self.sql, self.after = sql, after
+    def __init__(self, sql: str, after: str | None, round: int) -> None:
+        self.sql, self.after, self.round = sql, after, round
         self.rows: list[Sequence[Any]] = []
+
+    def rank(self) -> tuple[int, bool]:
+        return self.round, not self.sql.startswith(_RECORDS)
 
 
 class Transaction:
-    """A write transaction's connection that holds back inserted rows (:meth:`defer`)
-    until its next other statement, so a batch's rows of one table go to SQLite in
-    one ``executemany`` instead of one statement per record. Order is kept: every
-    other statement, a savepoint and the commit send what waits first: ``records``
-    rows (which the others point at) first, then each statement's in the order first
-    deferred.
+    """A write transaction's connection that holds back rows (:meth:`defer`) until
+    its next other statement, so a batch's rows of one table go to SQLite in one
+    ``executemany`` instead of one statement per record. Order is kept: every other
+    statement, a savepoint and the commit send what waits first, round by round (a
+    record's k-th change in the transaction replaces its row in round 2k and inserts
+    its rows in round 2k + 1, so each record's statements run in its order; rows of
+    different records never meet), in a round ``records`` rows first (the others
+    point at them), then each statement's in the order first deferred.
     Everything else is the sqlite3 connection's (``raw``)."""
 
     __slots__ = ("pending", "raw")
 
     def __init__(self, raw: sqlite3.Connection) -> None:
         self.raw = raw
-        self.pending: dict[str, Deferred] = {}
+        self.pending: dict[tuple[int, str], Deferred] = {}
 
-    def defer(self, sql: str, rows: Sequence[Sequence[Any]], *, after: str | None = None) -> int:
+    def defer(
+        self, sql: str, rows: Sequence[Sequence[Any]], *, after: str | None = None,
+        round: int = 1,
+    ) -> int:  # fmt: skip
         """Runs ``sql`` for each of ``rows`` later, in order. Returns how many rows of
-        ``sql`` now wait (so a row can carry its place among them)."""
-        deferred = self.pending.get(sql)
+        ``sql`` now wait in that round (so a row can carry its place among them)."""
+        deferred = self.pending.get((round, sql))
         if deferred is None:
-            deferred = self.pending[sql] = Deferred(sql, after)
+            deferred = self.pending[round, sql] = Deferred(sql, after, round)
         deferred.rows.extend(rows)
         return len(deferred.rows)
 
-    def waiting(self, sql: str) -> int:
-        """How many rows of ``sql`` wait."""
-        deferred = self.pending.get(sql)
+    def waiting(self, sql: str, round: int = 1) -> int:
+        """How many rows of ``sql`` wait in ``round``."""
+        deferred = self.pending.get((round, sql))
         return len(deferred.rows) if deferred else 0
 
     def flush(self) -> None:
         if not self.pending:
             return
         pending, self.pending = self.pending, {}
-        # records first (the other tables point at it), then in the order first deferred
-        for deferred in sorted(pending.values(), key=lambda d: not d.sql.startswith(_RECORDS)):
+        for deferred in sorted(pending.values(), key=Deferred.rank):  # stable
             self.raw.executemany(deferred.sql, deferred.rows)
             if deferred.after is not None:
                 self.raw.execute(deferred.after, (len(deferred.rows),))

@@ -24,7 +24,7 @@ from memstrata.domain.time import Window, now_us
 from memstrata.store.base import SemanticHits
 from memstrata.store.sql.dialect import Dialect, Lane
 from memstrata.store.sql.maintenance import Finding
-from memstrata.store.sql.past import known_rows
+from memstrata.store.sql.past import KEEP_ROW, keep_scope, known_rows
 from memstrata.store.sql.rows import COLUMNS, ROW_FIELDS, best, hits
 from memstrata.store.sql.scope import known_scope, scope_rowids
 from memstrata.store.sqlite.connection import Database, Transaction, translated
@@ -46,6 +46,7 @@ _UPDATE = (
     f"UPDATE records SET {', '.join(f'{name} = :{name}' for name in ROW_FIELDS)} "
     "WHERE rowid = :rowid"
 )
+_UPDATE_AT = f"UPDATE records SET {', '.join(f'{name} = ?' for name in ROW_FIELDS)} WHERE rowid = ?"
 # Vector seqs come from a counter, not max(seq) + 1: a hard delete removes vector rows,
 # and a reused seq would hide the next vector from every cache that saw the removed one.
 _NEXT_VECTOR_SEQ = "UPDATE vector_seq SET value = value + 1"
@@ -58,6 +59,11 @@ _STORE_VECTOR = (
     " dimensions = excluded.dimensions, vector = excluded.vector, seq = excluded.seq"
 )
 _VECTOR_SEQ_AFTER = "UPDATE vector_seq SET value = value + ?"
+_NEWEST_PAST = "(SELECT max(rowid) FROM record_past WHERE record = ?)"
+_DELETE_SCOPE = tuple(
+    f"DELETE FROM {table} WHERE +namespace = ? AND record = ?"
+    for table in ("record_tags", "record_meta")
+)
 #: A row's values (``row_values``) in the order of ``ROW_FIELDS``.
 _ROW = itemgetter(*ROW_FIELDS)
 
@@ -127,11 +133,11 @@ class SqliteDialect(Dialect):
 
     def insert_rows(
         self, tx: Transaction, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
-        suffix: str = "",
+        suffix: str = "", *, change: int = 0,
     ) -> None:  # fmt: skip
         # held back; executemany runs them one by one, so a row meets an earlier one's
         # conflict as a statement of its own would
-        tx.defer(_insert(table, tuple(columns), suffix), rows)
+        tx.defer(_insert(table, tuple(columns), suffix), rows, round=2 * change + 1)
 
     def insert_record(self, tx: Transaction, rowid: int | None, values: dict[str, Any]) -> int:
         if rowid is None:
@@ -141,6 +147,25 @@ class SqliteDialect(Dialect):
 
     def update_record(self, tx: sqlite3.Connection, rowid: int, values: dict[str, Any]) -> None:
         tx.execute(_UPDATE, {**values, "rowid": rowid})
+
+    def replace_later(
+        self, tx: Transaction, namespace: str, rowid: int, known_to: int,
+        values: dict[str, Any], change: int,
+    ) -> bool:  # fmt: skip
+        # In the round before the rows of this change (Transaction): after those of
+        # the record's earlier changes in this transaction. One statement after the
+        # other, each for every record that waits: each record's past copy precedes
+        # its scope rows' copies (which point at its newest past row) and its rewrite.
+        key = (namespace, rowid)
+        tags, meta = keep_scope(self, _NEWEST_PAST)
+        round = 2 * change
+        tx.defer(KEEP_ROW, [(known_to, *key)], round=round)
+        tx.defer(tags, [(rowid, *key)], round=round)
+        tx.defer(meta, [(rowid, *key)], round=round)
+        tx.defer(_UPDATE_AT, [(*_ROW(values), rowid)], round=round)
+        for statement in _DELETE_SCOPE:
+            tx.defer(statement, [key], round=round)
+        return True
 
     def keep_vectors(
         self, tx: sqlite3.Connection, namespace: str, rowid: int, content_hash: str
