@@ -67,19 +67,22 @@ class Deferred:
     """Rows held back for one table, sent when the transaction next does anything else
     or ends: by binary ``COPY`` when there are many and no ``suffix``, else as
     ``INSERT … SELECT FROM unnest(…)`` (many records' rows per statement). ``suffix``
-    follows the SELECT (ON CONFLICT …); rows with the same ``key`` replace each other
-    (a later one wins)."""
+    follows the SELECT (ON CONFLICT …); rows held by key (``keyed``) replace each
+    other when their keys are equal (a later one wins)."""
 
-    __slots__ = ("columns", "overriding", "rows", "suffix", "table")
+    __slots__ = ("columns", "keyed_rows", "overriding", "rows", "suffix", "table")
 
-    def __init__(self, table: str, columns: Sequence[str], suffix: str, overriding: bool) -> None:
+    def __init__(
+        self, table: str, columns: Sequence[str], suffix: str, overriding: bool, keyed: bool
+    ) -> None:
         self.table, self.columns, self.suffix = table, tuple(columns), suffix
         self.overriding = overriding
-        self.rows: dict[Any, Sequence[Any]] = {}
+        self.rows: list[Sequence[Any]] = []
+        self.keyed_rows: dict[Any, Sequence[Any]] = {}
 
     def send(self, conn: psycopg.Connection[Any], *, copy: bool) -> None:
         types = _column_types(conn, self.table)
-        rows = list(self.rows.values())
+        rows = self.rows + list(self.keyed_rows.values())  # a table's rows are one or the other
         if copy and not self.suffix and len(rows) >= COPY_FROM:
             # COPY writes identity columns as given (as OVERRIDING SYSTEM VALUE does)
             names = ", ".join(self.columns)
@@ -126,14 +129,19 @@ class Connection:
         """Inserts ``rows`` later, in order, with the rows deferred before them under
         the same ``name`` (the table, unless given; its first call fixes the columns
         and the suffix; ``overriding``: values given for an identity column)."""
-        name = name or table
-        deferred = self.pending.get(name)
+        deferred = self.pending.get(name or table)
         if deferred is None:
-            deferred = self.pending[name] = Deferred(table, columns, suffix, overriding)
-        for values in rows:
-            deferred.rows[key(values) if key else len(deferred.rows)] = values
+            deferred = self.pending[name or table] = Deferred(
+                table, columns, suffix, overriding, key is not None
+            )
+        if key is None:
+            deferred.rows += rows
+        else:
+            keyed = deferred.keyed_rows
+            for values in rows:
+                keyed[key(values)] = values
         self.held += len(rows)
-        if self.held >= COPY_FROM:
+        if self.held >= COPY_FROM and self.pipeline is not None:
             self.leave_pipeline()
 
     def leave_pipeline(self) -> None:
