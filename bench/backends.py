@@ -342,6 +342,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         exact = sql_only(pg.url, embedder, args.size)  # every scope ranked exactly
         variants = {**memories, "postgres-sql": sql_lane, "postgres-hnsw": forced,
                     "postgres-exact": exact}  # fmt: skip
+        if args.variants:  # a subset measured (the rest would only share the machine)
+            variants = {name: variants[name] for name in args.variants.split(",")}
         result["plans"] = explain(pg_store, data, int(data.query_rooms[0]))
         room = f"room-{int(data.query_rooms[0])}"
         vector = data.queries[0].tolist()
@@ -455,6 +457,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--pg-url", default=None)
+    parser.add_argument("--variants", default="",
+                        help="comma-separated subset to measure, e.g. sqlite,postgres")  # fmt: skip
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/backends.json")
     args = parser.parse_args()
     args.argv = sys.argv[1:]
