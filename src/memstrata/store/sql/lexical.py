@@ -239,7 +239,10 @@ def _ranked_in_copy(
         return None
     if in_scope.shape[0] == 0:
         return []
-    kept = postings[np.isin(postings[:, 0], in_scope)]
+    records = postings[:, 0]
+    member = np.zeros(int(records.max()) + 1 if records.shape[0] else 1, bool)
+    member[in_scope[in_scope < member.shape[0]]] = True
+    kept = postings[member[records]]
     order = np.argsort(kept[:, 0], kind="stable")
     ids = kept[order, 0]
     starts = np.flatnonzero(np.concatenate([[True], ids[1:] != ids[:-1]]))
