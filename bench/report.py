@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,11 @@ CASE_SHORT = {
 
 def load(results: Path) -> dict[str, Any]:
     found: dict[str, Any] = {"speed": []}
+    # the run's own files (speed_10k.json, speed_100k.json, speed_1m.json); the others
+    # (speed_100k_lanes.json, ...) are earlier or variant runs kept for their notes
     for path in sorted(results.glob("speed_*.json")):
-        found["speed"].append(json.loads(path.read_text()))
+        if re.fullmatch(r"speed_\d+[km]?\.json", path.name):
+            found["speed"].append(json.loads(path.read_text()))
     found["speed"].sort(key=lambda r: r["size"])
     for name in ("locomo", "time_awareness", "cold_cli", "run"):
         path = results / f"{name}.json"
