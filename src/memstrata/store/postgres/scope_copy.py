@@ -39,7 +39,7 @@ from memstrata.domain.records import Record
 from memstrata.store.postgres.connection import Connection, Database
 from memstrata.store.sql.dialect import Lane
 from memstrata.store.sql.rows import best, hits, prefixed
-from memstrata.store.sql.scope_copy import OPEN, WARM_AFTER, Members, Tenant, served
+from memstrata.store.sql.scope_copy import OPEN, WARM_AFTER, Members, Tenant, members_of, served
 
 _COLUMNS = "rowid, namespace, valid_from, valid_to, deleted_at, created_at, trust, kind, updated_at"
 #: A scope wider than 1/_GATHER of the copy is scored by one pass over the whole
@@ -295,14 +295,10 @@ def _members(conn: Connection, namespace: str, rowids: list[int] | None) -> dict
     where, params = " WHERE namespace = %s", [namespace]
     if rowids is not None:
         where, params = where + " AND record = ANY (%s)", [namespace, rowids]  # type: ignore[list-item]
-    members: dict[int, Members] = {}
-    for record, tag in conn.execute(f"SELECT record, tag FROM record_tags{where}", params):
-        members.setdefault(record, ([], []))[0].append(tag)
-    for record, key, value, number in conn.execute(
-        f"SELECT record, key, value, num FROM record_meta{where}", params
-    ):
-        members.setdefault(record, ([], []))[1].append((key, value, number))
-    return members
+    return members_of(
+        conn.execute(f"SELECT record, tag FROM record_tags{where}", params),
+        conn.execute(f"SELECT record, key, value, num FROM record_meta{where}", params),
+    )
 
 
 def _load(conn: Connection, namespace: str, copy: Copy) -> None:

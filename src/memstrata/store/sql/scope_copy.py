@@ -12,7 +12,7 @@ brute-force model.
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -232,3 +232,14 @@ class Tenant:
             keep &= _COMPARE[op](col(column), value)
         chosen = np.flatnonzero(keep)
         return chosen if candidates is None else candidates[chosen]
+
+
+def members_of(tags: Iterable[Sequence[Any]], meta: Iterable[Sequence[Any]]) -> dict[int, Members]:
+    """What each record is listed under, from its ``(record, tag)`` rows and its
+    ``(record, key, value, number)`` metadata rows, as either backend reads them."""
+    members: dict[int, Members] = {}
+    for record, tag in tags:
+        members.setdefault(record, ([], []))[0].append(tag)
+    for record, key, value, number in meta:
+        members.setdefault(record, ([], []))[1].append((key, value, number))
+    return members

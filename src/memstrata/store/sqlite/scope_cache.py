@@ -40,6 +40,7 @@ from memstrata.store.sql.scope_copy import (
     WARM_AFTER,
     Members,
     Tenant,
+    members_of,
     served,
 )
 
@@ -126,13 +127,9 @@ class ScopeCache:
         """The rowids of every record in the search's scope (``known_at``: of every
         current row in it recorded by then), or None when this copy cannot decide it
         (the caller asks SQL). Call inside the search's read."""
-        if not served(request):
-            return None
         with self._lock:
-            if self.seq < 0:
-                self._searches += 1
-                if self._searches < self.warm_after:
-                    return None
+            if not self._serves(request):
+                return None
             self._refresh(conn)
             tenant = self.tenants.get(namespace)
             if tenant is None:
@@ -148,6 +145,18 @@ class ScopeCache:
             rowids = tenant.rowid[positions]
             self._hold(key, _Held(at, _next_change(tenant, at), rowids))
             return rowids
+
+    def _serves(self, request: SearchRequest) -> bool:
+        """Whether the copy decides this search: one it knows, once the process has
+        searched ``warm_after`` times (a one-shot process keeps the SQL scope). Call
+        with the lock held."""
+        if not served(request):
+            return False
+        if self.seq < 0:
+            self._searches += 1
+            if self._searches < self.warm_after:
+                return False
+        return True
 
     def _hold(self, key: tuple[Any, ...], held: _Held) -> None:
         """Keeps a decided scope, the least recently used ones dropped past the bounds."""
@@ -165,13 +174,9 @@ class ScopeCache:
         scope; only they are tested), for a lane that finds its candidates first (the
         lexical lane: the records with a posting). None: the caller asks SQL. Call
         inside the search's read; the copy is refreshed here."""
-        if not served(request):
-            return None
         with self._lock:
-            if self.seq < 0:
-                self._searches += 1
-                if self._searches < self.warm_after:
-                    return None
+            if not self._serves(request):
+                return None
             self._refresh(conn)
 
         def test(rowids: np.ndarray) -> np.ndarray | None:
@@ -220,14 +225,10 @@ class ScopeCache:
     def _members(
         self, conn: sqlite3.Connection, where: str, params: list[Any]
     ) -> dict[int, Members]:
-        members: dict[int, Members] = {}
-        for record, tag in conn.execute(f"SELECT record, tag FROM record_tags{where}", params):
-            members.setdefault(record, ([], []))[0].append(tag)
-        for record, key, value, number in conn.execute(
-            f"SELECT record, key, value, num FROM record_meta{where}", params
-        ):
-            members.setdefault(record, ([], []))[1].append((key, value, number))
-        return members
+        return members_of(
+            conn.execute(f"SELECT record, tag FROM record_tags{where}", params),
+            conn.execute(f"SELECT record, key, value, num FROM record_meta{where}", params),
+        )
 
     def _apply(self, conn: sqlite3.Connection, rowids: Sequence[int]) -> None:
         """Loads the scope rows of ``rowids`` from the file; those gone are dropped."""
