@@ -268,7 +268,14 @@ def render(results: Path) -> Path:
             "",
         ]
     if found["speed"]:
-        lines += ["## Speed", ""]
+        lines += [
+            "## Speed",
+            "",
+            "Each size's table is the last run that wrote its `speed_<size>.json` "
+            "(`--speed-size` runs one size), not necessarily the run named above; the "
+            "README's performance section gives each one's command and load.",
+            "",
+        ]
         for speed in found["speed"]:
             lines += speed_tables(speed)
         lines += ["![latency vs size](latency_vs_size.png)", ""]
