@@ -39,8 +39,8 @@ from bench.common import (  # noqa: E402
     write_json,
 )  # fmt: skip
 from memstrata.embedding import HashEmbedder  # noqa: E402
+from memstrata.store.sql.scoring import top_k  # noqa: E402
 from memstrata.store.sqlite import ann  # noqa: E402
-from memstrata.store.sqlite.vectors import top_k  # noqa: E402
 
 SHARES = (0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.35, 0.5, 0.75, 1.0)
 PROBES = (1, 2, 4, 8, 16, 32)

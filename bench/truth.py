@@ -28,7 +28,7 @@ from bench.synth import SpeedData
 from memstrata.domain.fusion import RRF_K as FUSION_K
 from memstrata.domain.fusion import reciprocal_rank_fusion
 from memstrata.domain.words import DEFAULT_LANGUAGE, terms
-from memstrata.store.sqlite.vectors import gathered_scores
+from memstrata.store.sql.scoring import gathered_scores
 
 K1 = 1.2
 B = 0.75

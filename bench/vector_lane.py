@@ -42,7 +42,7 @@ from memstrata.domain.validation import parse_model
 from memstrata.embedding import HashEmbedder
 from memstrata.store.sql.rows import COLUMNS, record_from_row
 from memstrata.store.sql.scope import scope_clause, scope_rowids
-from memstrata.store.sqlite.vectors import top_k
+from memstrata.store.sql.scoring import top_k
 
 NAMESPACE = "bench"
 DIMENSIONS = 384

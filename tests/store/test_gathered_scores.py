@@ -6,7 +6,7 @@ import hypothesis.strategies as st
 import numpy as np
 from hypothesis import given
 
-from memstrata.store.sqlite import vectors
+from memstrata.store.sql import scoring
 
 
 @given(
@@ -23,10 +23,10 @@ def test_chunked_scores_equal_a_single_gather(
     query = rng.standard_normal(dimensions).astype(np.float32)
     # any positions, repeats and disorder included, across several chunks
     positions = np.asarray(
-        picked.draw(st.lists(st.integers(0, rows - 1), max_size=3 * vectors.GATHER_CHUNK)),
+        picked.draw(st.lists(st.integers(0, rows - 1), max_size=3 * scoring.GATHER_CHUNK)),
         dtype=np.int64,
     )
-    got = vectors.gathered_scores(matrix, positions, query)
+    got = scoring.gathered_scores(matrix, positions, query)
     assert got.shape == positions.shape and got.dtype == np.float32
     want = matrix[positions] @ query
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

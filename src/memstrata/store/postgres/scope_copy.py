@@ -39,12 +39,16 @@ from memstrata.domain.records import Record
 from memstrata.store.postgres.connection import Connection, Database
 from memstrata.store.sql.dialect import Lane
 from memstrata.store.sql.rows import best, hits, prefixed
-from memstrata.store.sql.scope_copy import OPEN, WARM_AFTER, Members, Tenant, members_of, served
-
-_COLUMNS = "rowid, namespace, valid_from, valid_to, deleted_at, created_at, trust, kind, updated_at"
-#: A scope wider than 1/_GATHER of the copy is scored by one pass over the whole
-#: matrix (contiguous) rather than by gathering its rows.
-_GATHER = 4
+from memstrata.store.sql.scope_copy import (
+    COLUMNS,
+    WARM_AFTER,
+    Members,
+    Tenant,
+    members_of,
+    row_columns,
+    served,
+)
+from memstrata.store.sql.scoring import scores_at, top_k
 
 
 class Matrix:
@@ -93,32 +97,6 @@ class Copy:
     def positions_of(self, rowids: Iterable[int]) -> np.ndarray:
         found = [self.position[r] for r in rowids if r in self.position]
         return np.asarray(found, dtype=np.int64)
-
-
-#: Rows gathered and scored at a time: a chunk stays in cache, and no scope-sized
-#: array is allocated (and page-faulted in) per search.
-_CHUNK = 256
-
-
-def _gathered(rows: np.ndarray, chosen: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """``rows[chosen] @ query``, a chunk of rows at a time through one small buffer."""
-    out = np.empty(chosen.shape[0], np.float32)
-    buffer = np.empty((_CHUNK, rows.shape[1]), np.float32)
-    for start in range(0, chosen.shape[0], _CHUNK):
-        part = chosen[start : start + _CHUNK]
-        n = part.shape[0]
-        np.take(rows, part, axis=0, out=buffer[:n])
-        np.matmul(buffer[:n], query, out=out[start : start + n])
-    return out
-
-
-def _top(similarities: np.ndarray, k: int) -> np.ndarray:
-    """The k best plus every one tied with the k-th (the SQL lane's rule: the caller
-    breaks ties by id)."""
-    if similarities.shape[0] <= k:
-        return np.arange(similarities.shape[0])
-    kth = np.partition(similarities, -k)[-k]
-    return np.flatnonzero(similarities >= kth)
 
 
 def unseen(column: str = "xid") -> str:
@@ -249,11 +227,8 @@ class ScopeCopies:
         if embedded.shape[0] == 0:
             return {}, unembedded
         query = query.astype(np.float32)
-        if embedded.shape[0] * _GATHER > tenant.count:
-            similarities = (matrix.rows[: tenant.count] @ query)[embedded]
-        else:
-            similarities = _gathered(matrix.rows, embedded, query)
-        chosen = _top(similarities, lane.limit)
+        similarities = scores_at(matrix.rows, tenant.count, embedded, query)
+        chosen = top_k(similarities, lane.limit)
         rowids = tenant.rowid[embedded[chosen]]
         return {int(r): float(s) for r, s in zip(rowids, similarities[chosen], strict=True)}, (
             unembedded
@@ -304,22 +279,16 @@ def _members(conn: Connection, namespace: str, rowids: list[int] | None) -> dict
 def _load(conn: Connection, namespace: str, copy: Copy) -> None:
     """Every record of the namespace, the columns in bulk."""
     rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM records WHERE namespace = %s", [namespace]
+        f"SELECT {COLUMNS} FROM records WHERE namespace = %s", [namespace]
     ).fetchall()
     tenant, n = copy.tenant, len(rows)
     tenant.grow(n)
     tenant.count = n
     columns = {
-        "rowid": np.fromiter((r[0] for r in rows), np.int64, n),
-        "valid_from": np.fromiter((r[2] for r in rows), np.int64, n),
-        "valid_to": np.fromiter((OPEN if r[3] is None else r[3] for r in rows), np.int64, n),
-        "live": np.fromiter((r[4] is None for r in rows), bool, n),
-        "created_at": np.fromiter((r[5] for r in rows), np.int64, n),
-        "updated_at": np.fromiter((r[8] for r in rows), np.int64, n),
-        "present": np.ones(n, bool),
+        **row_columns(rows),
         "trust": np.fromiter((tenant.code("trust", r[6]) for r in rows), np.int32, n),
         "kind": np.fromiter((tenant.code("kind", r[7]) for r in rows), np.int32, n),
-    }  # fmt: skip
+    }
     for name, values in columns.items():
         getattr(tenant, name)[:n] = values
     copy.position = {int(r): i for i, r in enumerate(columns["rowid"].tolist())}
@@ -341,7 +310,7 @@ def _apply(conn: Connection, namespace: str, copy: Copy) -> None:
         for matrix in copy.matrices.values():
             matrix.drop(np.array([position]))
     rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM records WHERE namespace = %s AND {unseen()}", since
+        f"SELECT {COLUMNS} FROM records WHERE namespace = %s AND {unseen()}", since
     ).fetchall()
     if rows:
         members = _members(conn, namespace, [row[0] for row in rows])
@@ -352,10 +321,7 @@ def _apply(conn: Connection, namespace: str, copy: Copy) -> None:
                 tenant.grow(position + 1)
                 tenant.count += 1
                 tenant.rowid[position] = row[0]
-            tenant.set_row(position, row)
-            tenant.forget_members(position)
-            tags, pairs = members.get(row[0], ([], []))
-            tenant.add_members(position, tags, pairs)
+            tenant.put(position, row, members.get(row[0], ([], [])))
     for (embedder_id, dimensions), matrix in copy.matrices.items():
         dropped = [r for (r,) in conn.execute(
             "SELECT record FROM vector_drops WHERE namespace = %s AND embedder_id = %s"

@@ -34,6 +34,8 @@ _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
     "=": operator.eq, ">": operator.gt, "<": operator.lt, ">=": operator.ge, "<=": operator.le,
 }  # fmt: skip
 _NUMERIC = {Op.GT: operator.gt, Op.GTE: operator.ge, Op.LT: operator.lt, Op.LTE: operator.le}
+#: A records row as the copy reads it (``Tenant.set_row``, :func:`row_columns`).
+COLUMNS = "rowid, namespace, valid_from, valid_to, deleted_at, created_at, trust, kind, updated_at"
 #: The copy is built on a process's third search: one-shot processes keep the SQL scope.
 WARM_AFTER = 3
 #: A metadata row as the copy keeps it: key, value and its number (None: not one).
@@ -133,6 +135,12 @@ class Tenant:
         self.present[position] = True
         self.trust[position] = self.code("trust", trust)
         self.kind[position] = self.code("kind", kind)
+
+    def put(self, position: int, row: Sequence[Any], members: Members) -> None:
+        """A record's row (read with ``COLUMNS``) and what it is listed under now."""
+        self.set_row(position, row)
+        self.forget_members(position)
+        self.add_members(position, *members)
 
     def forget_members(self, position: int) -> None:
         tags, pairs = self.held.pop(position, ([], []))
@@ -243,3 +251,18 @@ def members_of(tags: Iterable[Sequence[Any]], meta: Iterable[Sequence[Any]]) -> 
     for record, key, value, number in meta:
         members.setdefault(record, ([], []))[1].append((key, value, number))
     return members
+
+
+def row_columns(rows: Sequence[Sequence[Any]]) -> dict[str, np.ndarray]:
+    """The columns of records rows read with ``COLUMNS`` in bulk, as ``Tenant`` holds
+    them (trust and kind, coded per tenant, are the caller's)."""
+    n = len(rows)
+    return {
+        "rowid": np.fromiter((r[0] for r in rows), np.int64, n),
+        "valid_from": np.fromiter((r[2] for r in rows), np.int64, n),
+        "valid_to": np.fromiter((OPEN if r[3] is None else r[3] for r in rows), np.int64, n),
+        "live": np.fromiter((r[4] is None for r in rows), bool, n),
+        "created_at": np.fromiter((r[5] for r in rows), np.int64, n),
+        "updated_at": np.fromiter((r[8] for r in rows), np.int64, n),
+        "present": np.ones(n, bool),
+    }

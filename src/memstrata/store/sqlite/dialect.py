@@ -27,11 +27,12 @@ from memstrata.store.sql.maintenance import Finding
 from memstrata.store.sql.past import KEEP_ROW, keep_scope, known_rows
 from memstrata.store.sql.rows import COLUMNS, ROW_FIELDS, best, hits
 from memstrata.store.sql.scope import known_scope, scope_rowids
+from memstrata.store.sql.scoring import top_k
 from memstrata.store.sqlite.connection import Database, Transaction, translated
 from memstrata.store.sqlite.migrations import apply_migrations
 from memstrata.store.sqlite.past_vectors import PastVectors
 from memstrata.store.sqlite.scope_cache import ScopeCache
-from memstrata.store.sqlite.vectors import VectorCache, top_k
+from memstrata.store.sqlite.vectors import VectorCache
 
 _INSERT = (
     f"INSERT INTO records ({', '.join(ROW_FIELDS)}) "
@@ -321,7 +322,8 @@ class SqliteDialect(Dialect):
                 rowids, found.found_by = candidates, "ivf"
                 similarities = matrix.scores_at(matrix.position[rowids], query)
             elif matrix.whole(rowids):  # every row, exact: one pass in matrix order
-                rowids, similarities = matrix.rowid_of, matrix.rows[: matrix.count] @ query
+                rowids = matrix.rowid_of[: matrix.count]
+                similarities = matrix.rows[: matrix.count] @ query
             else:
                 similarities = matrix.scores_at(positions, query)
             chosen = top_k(similarities, limit)

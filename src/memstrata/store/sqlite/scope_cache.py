@@ -35,16 +35,17 @@ from memstrata.domain.search import SearchRequest
 from memstrata.domain.time import Window
 from memstrata.store.sql.dialect import chunks
 from memstrata.store.sql.scope_copy import (
+    COLUMNS,
     OPEN,
     SERVED,
     WARM_AFTER,
     Members,
     Tenant,
     members_of,
+    row_columns,
     served,
 )
 
-_COLUMNS = "rowid, namespace, valid_from, valid_to, deleted_at, created_at, trust, kind, updated_at"
 _RELOAD_SHARE = 4  # more changes than 1/4 of the copy: reload it whole (one scan)
 _CHUNK = 65536
 
@@ -233,27 +234,17 @@ class ScopeCache:
     def _apply(self, conn: sqlite3.Connection, rowids: Sequence[int]) -> None:
         """Loads the scope rows of ``rowids`` from the file; those gone are dropped."""
         marks = ", ".join("?" for _ in rowids)
-        rows = conn.execute(f"SELECT {_COLUMNS} FROM records WHERE rowid IN ({marks})", rowids)
+        rows = conn.execute(f"SELECT {COLUMNS} FROM records WHERE rowid IN ({marks})", rowids)
         seen = self._put(rows, self._members(conn, f" WHERE record IN ({marks})", list(rowids)))
         self._drop(set(rowids) - seen)
 
     def _load(self, conn: sqlite3.Connection) -> None:
         """Loads every record: the columns in bulk, a chunk of rows at a time."""
-        cursor = conn.execute(f"SELECT {_COLUMNS} FROM records")
+        cursor = conn.execute(f"SELECT {COLUMNS} FROM records")
         while rows := cursor.fetchmany(_CHUNK):
-            n = len(rows)
-            rowid = np.fromiter((r[0] for r in rows), np.int64, n)
-            spaces = np.fromiter((self._namespace(r[1]) for r in rows), np.int32, n)
-            columns = {
-                "rowid": rowid,
-                "valid_from": np.fromiter((r[2] for r in rows), np.int64, n),
-                "valid_to": np.fromiter((OPEN if r[3] is None else r[3] for r in rows),
-                                        np.int64, n),
-                "live": np.fromiter((r[4] is None for r in rows), bool, n),
-                "created_at": np.fromiter((r[5] for r in rows), np.int64, n),
-                "updated_at": np.fromiter((r[8] for r in rows), np.int64, n),
-                "present": np.ones(n, bool),
-            }  # fmt: skip
+            spaces = np.fromiter((self._namespace(r[1]) for r in rows), np.int32, len(rows))
+            columns = row_columns(rows)
+            rowid = columns["rowid"]
             for index in np.unique(spaces):
                 tenant = self.tenants[self.names[index]]
                 chosen = np.flatnonzero(spaces == index)
@@ -316,10 +307,7 @@ class ScopeCache:
             rowid = row[0]
             seen.add(rowid)
             tenant, position = self._slot(rowid, row[1])
-            tenant.set_row(position, row)
-            tenant.forget_members(position)
-            tags, pairs = members.get(rowid, ([], []))
-            tenant.add_members(position, tags, pairs)
+            tenant.put(position, row, members.get(rowid, ([], [])))
         return seen
 
     def _drop(self, rowids: Iterable[int]) -> None:

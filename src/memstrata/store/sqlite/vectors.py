@@ -19,6 +19,7 @@ import threading
 
 import numpy as np
 
+from memstrata.store.sql.scoring import scores_at
 from memstrata.store.sqlite import ann, vector_file
 from memstrata.store.sqlite.ann import ListIndex
 
@@ -119,29 +120,7 @@ class _Matrix:
 
     def scores_at(self, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
         """Cosine similarity of ``query`` with the vectors at these matrix rows."""
-        if positions.shape[0] * 4 < self.count:
-            return gathered_scores(self.rows, positions, query)
-        return (self.rows[: self.count] @ query)[positions]
-
-
-#: Rows gathered and scored per step (256 x 384 float32 is 384 KiB): each chunk is
-#: scored while it is still in cache, instead of first copying every in-scope row out
-#: and then reading the copy again. Measured on 1M x 384 rows, scopes of 2 / 8 / 15 /
-#: 25 % gathered at random: 1.0 / 1.2 / 1.4 / 1.5x faster than the one-copy gather
-#: (chunks of 512); 256 fits this machine's L2 with the query and output beside it.
-GATHER_CHUNK = 256
-
-
-def gathered_scores(rows: np.ndarray, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """``rows[positions] @ query``, a chunk of rows at a time through one reused buffer."""
-    out = np.empty(positions.shape[0], dtype=np.result_type(rows.dtype, query.dtype))
-    buffer = np.empty((min(GATHER_CHUNK, positions.shape[0]), rows.shape[1]), rows.dtype)
-    for start in range(0, positions.shape[0], GATHER_CHUNK):
-        chunk = positions[start : start + GATHER_CHUNK]
-        gathered = buffer[: chunk.shape[0]]
-        np.take(rows, chunk, axis=0, out=gathered)
-        np.matmul(gathered, query, out=out[start : start + chunk.shape[0]])
-    return out
+        return scores_at(self.rows, self.count, positions, query)
 
 
 class VectorCache:
@@ -330,12 +309,3 @@ _CHUNK = 4096
 
 _LOAD_CHUNK = 16384  # rows copied from a mapping per step (24 MiB at 384 dimensions)
 _SAVE_SHARE = 4  # saved again once the vectors read since the last save pass 1/4
-
-
-def top_k(similarities: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the k best scores plus every index tied with the k-th, unordered,
-    so the caller can break ties by record id."""
-    if similarities.shape[0] <= k:
-        return np.arange(similarities.shape[0])
-    kth = np.partition(similarities, -k)[-k]
-    return np.flatnonzero(similarities >= kth)
