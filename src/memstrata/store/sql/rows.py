@@ -36,10 +36,6 @@ def prefixed(alias: str, rowid: str = "rowid") -> str:
     return ", ".join([first, *(f"{alias}.{name}" for name in names[1:])])
 
 
-def _instant(us: int | None) -> Any:
-    return None if us is None else from_us(us)
-
-
 #: A record's metadata and tags as stored (JSON text) -> their values. Searches read the
 #: same few texts again and again (a room, a handful of tags); each is parsed once and
 #: copied per record (a shallow copy is enough: metadata values and tags are strings).
