@@ -18,7 +18,7 @@ from memstrata import store
 from memstrata.domain.errors import InvalidInput
 from memstrata.domain.graph import Entity, Mention, Relationship
 from memstrata.domain.ledger import ChangesPage
-from memstrata.domain.records import Record, RecordInput, UpsertResult
+from memstrata.domain.records import Record, RecordInput, UpsertResult, plain_record
 from memstrata.domain.search import ExpireRequest, SearchRequest, SearchResult
 from memstrata.domain.time import parse_instant
 from memstrata.domain.validation import parse_model
@@ -73,26 +73,33 @@ def to_record(data: RecordLike, field: str) -> Record:
 def with_vectors(
     given: Sequence[RecordLike],
 ) -> tuple[list[Record], np.ndarray] | tuple[None, None]:
-    """A batch of mappings that each carry a vector of floats, parsed with the vectors
-    checked together (:func:`unit_rows`: one conversion for the batch) instead of
-    float by float in each record's validation, and their unit rows. ``(None, None)``
-    when the batch is not such, or any of its vectors fails a check: it is then
-    parsed record by record, which names the first bad field exactly as ever."""
+    """A batch of mappings that each carry a vector (a list of numbers), parsed with
+    the vectors checked together (:func:`unit_rows`: one conversion for the batch)
+    instead of number by number in each record's validation, and their unit rows;
+    each record of the plain shape built by :func:`plain_record`, any other one
+    validated. ``(None, None)`` when the batch is not such, or any of its vectors
+    fails a check: it is then parsed record by record, which names the first bad
+    field exactly as ever."""
     vectors: list[list[float]] = []
     for data in given:
         vector = data.get("vector") if isinstance(data, Mapping) else None
-        if type(vector) is not list or {*map(type, vector)} != {float}:
+        if type(vector) is not list:
             return None, None
         vectors.append(vector)
+    # unit_rows takes what the validator takes as a float (ints, bools, numbers with
+    # __float__) at the value it would give, and refuses the rest (text, None)
     units = unit_rows(vectors)
     if units is None:
         return None, None
     parsed: list[Record] = []
     for i, (data, vector) in enumerate(zip(given, vectors, strict=True)):
-        fields = dict(cast(Mapping[str, Any], data))
-        del fields["vector"]
-        record = parse_model(RecordInput, fields, f"records[{i}]")
-        record.vector = list(vector)
+        fields = data if type(data) is dict else dict(cast(Mapping[str, Any], data))
+        record = plain_record(fields, vector)
+        if record is None:
+            fields = dict(fields)
+            del fields["vector"]
+            record = parse_model(RecordInput, fields, f"records[{i}]")
+            record.vector = vector
         parsed.append(record)
     return parsed, units
 

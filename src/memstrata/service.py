@@ -32,6 +32,7 @@ from memstrata.domain.records import (
     Record,
     UpsertResult,
     superseding,
+    updated,
     validate_namespace,
     validate_record_id,
 )
@@ -281,7 +282,7 @@ class Service(GraphMethods):
             if record.id:
                 validate_record_id(record.id, f"records[{index}].id")
             else:
-                record = record.model_copy(update={"id": new_id()})
+                record = updated(record, {"id": new_id()})
             if record.id in seen:
                 raise InvalidInput(
                     f"records[{index}].id {record.id!r} appears twice in one batch; "

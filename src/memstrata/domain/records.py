@@ -6,7 +6,7 @@ import hashlib
 import math
 import re
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -227,10 +227,28 @@ class RecordInput(Record):
         )
 
 
+R = TypeVar("R", bound=Record)
+
+
+def updated(record: R, update: dict[str, Any]) -> R:
+    """``record.model_copy(update=update)``, the same copy (``update`` is trusted, as
+    there), without the copy protocol's detours: every write makes one or two."""
+    copy = object.__new__(type(record))
+    object.__setattr__(copy, "__dict__", {**record.__dict__, **update})
+    object.__setattr__(
+        copy, "__pydantic_fields_set__", record.__pydantic_fields_set__ | update.keys()
+    )
+    extra = record.__pydantic_extra__
+    object.__setattr__(copy, "__pydantic_extra__", None if extra is None else dict(extra))
+    private = record.__pydantic_private__
+    object.__setattr__(copy, "__pydantic_private__", None if private is None else dict(private))
+    return copy
+
+
 def superseding(record: Record, old_id: str) -> Record:
     """``record`` as the successor of ``old_id`` (what ``supersede`` writes)."""
     validate_record_id(old_id, "old_id")
-    return record.model_copy(update={"supersedes": [*record.supersedes, old_id]})
+    return updated(record, {"supersedes": [*record.supersedes, old_id]})
 
 
 INHERITED_FIELDS = ("kind", "tags", "metadata", "source")
@@ -246,10 +264,113 @@ def inheriting(revision: Record, predecessor: Record) -> Record:
         for name in INHERITED_FIELDS
         if name not in revision.model_fields_set
     }
-    return revision.model_copy(update=update) if update else revision
+    return updated(revision, update) if update else revision
 
 
 class UpsertResult(BaseModel):
     ids: list[str]
     versions: list[int]
     warnings: list[str] = Field(default_factory=list)
+
+
+# -- the plain record: a mapping of the common shape, built without the validator ------
+
+#: The fields :func:`plain_record` builds itself (anything else goes to the validator).
+_PLAIN_FIELDS = frozenset(
+    {"id", "content", "metadata", "tags", "kind", "key", "source", "valid_from", "valid_to",
+     "supersedes", "if_version", "vector"}
+)  # fmt: skip
+#: The one shape of instant taken here: UTC with a ``Z``, microseconds or none, as
+#: memstrata itself writes them (any other shape goes through :func:`parse_instant`).
+_PLAIN_INSTANT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{6})?Z")
+_new = object.__new__
+_setattr = object.__setattr__
+
+
+def _plain_instant(value: Any) -> datetime | None:
+    if type(value) is not str or not _PLAIN_INSTANT.fullmatch(value):
+        return None
+    try:  # the same aware UTC datetime as from_us(parse_instant(value))
+        return datetime.fromisoformat(value)
+    except ValueError:  # e.g. a 30th of February: the validator says what is wrong
+        return None
+
+
+def _plain_id(value: Any) -> bool:
+    return type(value) is str and 0 < len(value) <= MAX_ID_LENGTH and value.isprintable()
+
+
+def plain_record(data: dict[str, Any], vector: list[float] | None = None) -> RecordInput | None:
+    """``data`` as :class:`RecordInput` validates it, when it has the plain shape
+    nearly every write has (strings of exactly ``str``, metadata of string values, a
+    list of tag strings, instants as UTC ``Z`` text) and passes every check; else
+    ``None``, and the caller validates it (which names the first bad field). The
+    same record, field for field and with the same fields set
+    (tests/store/test_plain_records.py), at a fifth of the validator's cost.
+    ``vector``: ``data["vector"]`` already checked (a plain record carries no
+    vector otherwise)."""
+    if not _PLAIN_FIELDS.issuperset(data):
+        return None
+    if "vector" in data and (vector is None or data["vector"] is not vector):
+        return None
+    get = data.get
+    record_id = get("id", "")
+    content = get("content", "")
+    if type(content) is not str or (record_id != "" and not _plain_id(record_id)):
+        return None
+    metadata: dict[str, Any] = {}
+    if "metadata" in data:
+        given_metadata = data["metadata"]
+        if type(given_metadata) is not dict:
+            return None
+        for name, value in given_metadata.items():
+            if type(name) is not str or type(value) is not str:
+                return None
+        metadata = dict(given_metadata)
+    tags: list[str] = []
+    if "tags" in data:
+        given_tags = data["tags"]
+        if type(given_tags) is not list:
+            return None
+        for tag in given_tags:
+            if type(tag) is not str or not tag.strip():
+                return None
+            if tag not in tags:
+                tags.append(tag)
+    kind = get("kind", "note")
+    if type(kind) is not str:
+        return None
+    kind = kind.strip().lower()
+    key, source, if_version = get("key"), get("source"), get("if_version")
+    if key is not None and (type(key) is not str or not key.strip()):
+        return None
+    if source is not None and type(source) is not str:
+        return None
+    if if_version is not None and (type(if_version) is not int or not 0 <= if_version <= MAX_INT64):
+        return None
+    valid_from = valid_to = None
+    if get("valid_from") is not None and (valid_from := _plain_instant(data["valid_from"])) is None:
+        return None
+    if get("valid_to") is not None and (valid_to := _plain_instant(data["valid_to"])) is None:
+        return None
+    if not kind or (valid_from and valid_to and valid_to <= valid_from):
+        return None
+    supersedes: list[str] = []
+    if "supersedes" in data:
+        given_supersedes = data["supersedes"]
+        if type(given_supersedes) is not list or not all(map(_plain_id, given_supersedes)):
+            return None
+        supersedes = list(dict.fromkeys(given_supersedes))
+    record = _new(RecordInput)
+    _setattr(record, "__dict__", {
+        "id": record_id, "namespace": "", "content": content, "payload": None,
+        "metadata": metadata, "tags": tags, "kind": kind, "key": key,
+        "trust": "unverified", "source": source, "origin": None, "created_at": None,
+        "updated_at": None, "valid_from": valid_from, "valid_to": valid_to,
+        "deleted_at": None, "supersedes": supersedes, "superseded_by": None,
+        "version": None, "if_version": if_version, "vector": vector, "known_until": None,
+    })  # fmt: skip
+    _setattr(record, "__pydantic_fields_set__", set(data))
+    _setattr(record, "__pydantic_extra__", None)
+    _setattr(record, "__pydantic_private__", None)
+    return record

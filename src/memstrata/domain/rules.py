@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from memstrata.domain.errors import InvalidInput, VersionConflict, WriteConflict
-from memstrata.domain.records import Record
+from memstrata.domain.records import Record, updated
 from memstrata.domain.time import format_instant, from_us, to_us
 
 
@@ -39,8 +39,8 @@ def supersession_closure(old: Record, new: Record, field: str, now: int) -> Reco
 
 def next_version(record: Record, update: dict[str, Any], now: int) -> Record:
     """``record`` with ``update`` applied, as its next version written at ``now``."""
-    return record.model_copy(
-        update={**update, "updated_at": from_us(now), "version": (record.version or 0) + 1}
+    return updated(
+        record, {**update, "updated_at": from_us(now), "version": (record.version or 0) + 1}
     )
 
 
@@ -78,8 +78,9 @@ def revision(
             )
     if valid_to is not None and valid_to <= valid_from:
         raise InvalidInput(f"{field}.valid_to must be later than valid_from")
-    return incoming.model_copy(
-        update={
+    return updated(
+        incoming,
+        {
             "namespace": namespace,
             "trust": "unverified",
             "created_at": existing.created_at if existing else now_dt,
@@ -92,7 +93,7 @@ def revision(
             "if_version": None,
             "vector": None,
             "known_until": None,
-        }
+        },
     )
 
 

@@ -98,7 +98,7 @@ def unit_rows(
         packer = _PACKERS[size] = struct.Struct(f"={size}d")
     try:  # a vector of another size, or a value that is not a real number, is refused
         data = b"".join([packer.pack(*vector) for vector in vectors])
-    except (struct.error, TypeError):
+    except (struct.error, TypeError, ValueError, OverflowError):  # an int past float range, too
         return None
     wide = np.frombuffer(data, dtype=np.float64).reshape(len(vectors), size)
     if not np.isfinite(wide).all():
