@@ -106,6 +106,8 @@ _OPTIONAL = ("key", "source", "superseded_by", "version")
 #: write makes a few).
 _SORTED_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
 _JSON = json.JSONEncoder(ensure_ascii=False).encode
+#: A string's JSON text, as both encoders write it
+_text: Callable[[str], str] = json.encoder.encode_basestring
 #: An instant's text, each made once: a batch's records share their record times (the
 #: write's ``now``) and often their validity.
 _formatted = lru_cache(maxsize=4096)(format_instant)
@@ -115,7 +117,48 @@ def snapshot_body(record: Record, values: dict[str, Any] | None = None) -> str:
     """A version's verbatim JSON (the payload is kept beside it as bytes): what
     ``record.to_json()`` holds, without the payload, built without the serialiser
     (every write makes one; tests hold the two equal). ``values``: the record's
-    :func:`row_values`, whose instants are taken rather than converted again."""
+    :func:`row_values`, whose instants and JSON texts are taken rather than made
+    again: the body is then joined from them, key by key in sorted order."""
+    if values is None:
+        return _snapshot_of(record)
+    fields = record.__dict__
+    text = _text
+    parts = ['{"content": ', text(fields["content"]), ', "created_at": "',
+             _formatted(values["created_at"])]  # fmt: skip
+    if values["deleted_at"] is not None:
+        parts += ('", "deleted_at": "', _formatted(values["deleted_at"]))
+    parts += ('", "id": ', text(fields["id"]))
+    if fields["key"] is not None:
+        parts += (', "key": ', text(fields["key"]))
+    parts += (', "kind": ', text(fields["kind"]))
+    if fields["known_until"] is not None:
+        parts += (', "known_until": "', _formatted(to_us(fields["known_until"])), '"')
+    parts += (', "metadata": ', values["metadata"], ', "namespace": ', text(fields["namespace"]))
+    if fields["origin"] is not None:
+        parts += (', "origin": ', _origin(fields["origin"]))
+    if fields["source"] is not None:
+        parts += (', "source": ', text(fields["source"]))
+    if fields["superseded_by"] is not None:
+        parts += (', "superseded_by": ', text(fields["superseded_by"]))
+    if fields["supersedes"]:
+        parts += (', "supersedes": ', values["supersedes"])
+    parts += (', "tags": ', values["tags"], ', "trust": ', text(fields["trust"]),
+              ', "updated_at": "', _formatted(values["updated_at"]), '", "valid_from": "',
+              _formatted(values["valid_from"]), '"')  # fmt: skip
+    if values["valid_to"] is not None:
+        parts += (', "valid_to": "', _formatted(values["valid_to"]), '"')
+    if fields["version"] is not None:
+        parts += (', "version": ', str(int(fields["version"])))
+    parts.append("}")
+    return "".join(parts)
+
+
+def _origin(origin: Origin) -> str:
+    return _SORTED_JSON(origin.model_dump(mode="json", exclude_none=True))
+
+
+def _snapshot_of(record: Record) -> str:
+    """:func:`snapshot_body` of a record that has no row values (an export's)."""
     data: dict[str, Any] = {
         "id": record.id,
         "namespace": record.namespace,
@@ -130,11 +173,6 @@ def snapshot_body(record: Record, values: dict[str, Any] | None = None) -> str:
         if value is not None:
             data[name] = value
     for name in _INSTANTS:
-        if values is not None and name in values:
-            us = values[name]
-            if us is not None:
-                data[name] = _formatted(us)
-            continue
         instant = getattr(record, name)
         if instant is not None:
             data[name] = _formatted(to_us(instant))
@@ -155,28 +193,35 @@ def record_from_snapshot(body: str, payload: bytes | None) -> Record:
 
 def row_values(record: Record) -> dict[str, Any]:
     """The column values that represent ``record`` (all instants set by the caller)."""
-    assert record.created_at and record.updated_at and record.valid_from and record.version
+    fields = record.__dict__  # read once each, past the model's attribute lookup
+    created, updated, valid_from = fields["created_at"], fields["updated_at"], fields["valid_from"]
+    assert created and updated and valid_from and fields["version"]
+    created_us = to_us(created)
+    valid_to, deleted_at = fields["valid_to"], fields["deleted_at"]
+    metadata, tags, supersedes = fields["metadata"], fields["tags"], fields["supersedes"]
+    origin = fields["origin"]
     return {
-        "namespace": record.namespace,
-        "id": record.id,
-        "content": record.content,
+        "namespace": fields["namespace"],
+        "id": fields["id"],
+        "content": fields["content"],
         "content_hash": record.content_hash(),
-        "payload": record.payload,
-        "metadata": _SORTED_JSON(record.metadata) if record.metadata else "{}",
-        "tags": _JSON(record.tags) if record.tags else "[]",
-        "kind": record.kind,
-        "key": record.key,
-        "trust": record.trust,
-        "source": record.source,
-        "origin": record.origin.model_dump_json() if record.origin else None,
-        "created_at": to_us(record.created_at),
-        "updated_at": to_us(record.updated_at),
-        "valid_from": to_us(record.valid_from),
-        "valid_to": to_us(record.valid_to) if record.valid_to else None,
-        "deleted_at": to_us(record.deleted_at) if record.deleted_at else None,
-        "supersedes": _JSON(record.supersedes) if record.supersedes else "[]",
-        "superseded_by": record.superseded_by,
-        "version": record.version,
+        "payload": fields["payload"],
+        "metadata": _SORTED_JSON(metadata) if metadata else "{}",
+        "tags": _JSON(tags) if tags else "[]",
+        "kind": fields["kind"],
+        "key": fields["key"],
+        "trust": fields["trust"],
+        "source": fields["source"],
+        "origin": origin.model_dump_json() if origin else None,
+        "created_at": created_us,
+        # a write's record and update times are one instant, its "now"
+        "updated_at": created_us if updated is created else to_us(updated),
+        "valid_from": to_us(valid_from),
+        "valid_to": to_us(valid_to) if valid_to else None,
+        "deleted_at": to_us(deleted_at) if deleted_at else None,
+        "supersedes": _JSON(supersedes) if supersedes else "[]",
+        "superseded_by": fields["superseded_by"],
+        "version": fields["version"],
     }
 
 
