@@ -23,6 +23,8 @@ _BEFORE = {
         "DROP TABLE lexical_fresh",  # from a later migration (m010), run again after m007
         "DROP TABLE lexical_fresh_written",
         "DELETE FROM schema_migrations WHERE name = 'm010_fresh_postings'",
+        "DROP TABLE lexical_docs",  # and m011, which reads m010's table
+        "DELETE FROM schema_migrations WHERE name = 'm011_lexical_documents'",
         "CREATE VIRTUAL TABLE records_fts USING fts5 (content,"
         " tokenize = 'unicode61 remove_diacritics 2')",
         "INSERT INTO records_fts (rowid, content) SELECT rowid, content FROM records",

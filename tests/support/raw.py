@@ -21,7 +21,7 @@ _TABLES = [
     "namespaces", "lexical_postings", "lexical_terms", "lexical_stats",
 ]  # fmt: skip
 #: SQLite keeps a write's new postings apart until they are merged (``lexical_fresh``).
-TABLES = {"sqlite": [*_TABLES, "lexical_fresh"], "postgres": _TABLES}
+TABLES = {"sqlite": [*_TABLES, "lexical_fresh", "lexical_docs"], "postgres": _TABLES}
 #: Tables that hold a record's own data, so must be empty after its hard delete (the
 #: fresh postings only on SQLite: see :func:`record_tables`).
 RECORD_TABLES = [
@@ -31,7 +31,8 @@ RECORD_TABLES = [
 
 def record_tables(target: str) -> list[str]:
     """:data:`RECORD_TABLES` of the backend of ``target``."""
-    return RECORD_TABLES + (["lexical_fresh"] if backend_of(target) == "sqlite" else [])
+    sqlite = ["lexical_fresh", "lexical_docs"]  # and each record's terms
+    return RECORD_TABLES + (sqlite if backend_of(target) == "sqlite" else [])
 
 
 def backend_of(target: str) -> str:
@@ -72,14 +73,17 @@ def execute(target: str, sql: str, params: tuple[Any, ...] = ()) -> None:
 
 def full_text_matches(target: str, word: str) -> int:
     """How many rows of the lexical index hold ``word`` (a term, as indexed)."""
-    fresh = " + (SELECT count(*) FROM lexical_fresh WHERE term = ?)"
+    fresh = (
+        " + (SELECT count(*) FROM lexical_fresh WHERE term = ?)"
+        " + (SELECT count(*) FROM lexical_docs WHERE ' ' || terms || ' ' LIKE ?)"
+    )
     sqlite = backend_of(target) == "sqlite"
     return int(
         scalar(
             target,
             "SELECT (SELECT count(*) FROM lexical_postings WHERE term = ?)"
             " + (SELECT count(*) FROM lexical_terms WHERE term = ?)" + (fresh if sqlite else ""),
-            (word, word, word) if sqlite else (word, word),
+            (word, word, word, f"% {word} %") if sqlite else (word, word),
         )
     )
 

@@ -21,7 +21,11 @@ table is small, so a batch rewrites few of its pages, and a merge writes each pa
 of ``lexical_postings`` once for many batches. A record's postings are always all in
 one of the two tables (written, replaced and merged whole), so a search sums each
 record's score within one table, adds the two tables' records together, and ranks
-exactly as over one table.
+exactly as over one table. Such a dialect also keeps each record's document (its
+terms, repeated as often as they occur, and its length) as one row of
+:data:`DOCUMENTS`: a record's postings are found by its terms there, so neither
+postings table carries an index by record, which cost every batch and every merge
+as much again as the postings themselves.
 
 BM25 (k1 = 1.2, b = 0.75, Lucene's idf ``ln(1 + (N - df + 0.5) / (df + 0.5))``, which
 stays positive) with N, the mean length and df of the searched namespace, over every
@@ -66,6 +70,9 @@ MAIN = "lexical_postings"
 #: Fresh postings (where the dialect keeps them apart) are merged into :data:`MAIN` at
 #: the end of the write that brings them to this many.
 FRESH_ROWS = 64_000
+#: Each record's terms (where the dialect keeps fresh postings): ``(record, namespace,
+#: terms, length)``, the terms space-separated, each as often as the content holds it.
+DOCUMENTS = "lexical_docs"
 #: The index of replaced versions by record, which a known_at ranking reads them by.
 _BY_RECORD = "record_past_record"
 #: A record's terms with their counts, and its length in terms.
@@ -92,9 +99,22 @@ def tiers(d: Dialect) -> list[str]:
     return [MAIN] if d.fresh_postings is None else [MAIN, d.fresh_postings]
 
 
-def _by_record(d: Dialect, table: str) -> str:
-    # one record's postings, found by its index rather than a namespace's range
-    return d.by_index(table, f"{table}_record")
+def documented(d: Dialect | None) -> bool:
+    """Whether the dialect keeps :data:`DOCUMENTS` (it does where it keeps fresh
+    postings)."""
+    return d is not None and d.fresh_postings is not None
+
+
+def packed(counts: Counter[str]) -> str:
+    """A document's terms as :data:`DOCUMENTS` holds them (a term is a run of letters
+    and digits, never a space), in order: one content, one text."""
+    return " ".join(sorted(counts.elements()))
+
+
+def _stored(tx: Tx, rowid: int) -> Document | None:
+    """The record's document as :data:`DOCUMENTS` holds it, if it has one."""
+    row = tx.execute(f"SELECT terms, length FROM {DOCUMENTS} WHERE record = ?", (rowid,)).fetchone()
+    return None if row is None else (Counter(str(row[0]).split()), int(row[1]))
 
 
 def _sums(
@@ -390,13 +410,18 @@ class LexicalWrites:
         if pending is not None:  # written in this transaction, not in the table yet
             _insert_postings(self.tx, self.namespace, {rowid: pending}, content_hash=content_hash)
             return
-        for table in tiers(self.d):
-            self.tx.execute(
-                "INSERT INTO past_postings (namespace, term, record, content_hash, tf, length)"
-                f" SELECT namespace, term, record, ?, tf, length FROM {_by_record(self.d, table)}"
-                " WHERE namespace = ? AND record = ? ON CONFLICT DO NOTHING",
-                (content_hash, self.namespace, rowid),
-            )
+        if documented(self.d):
+            stored = _stored(self.tx, rowid)
+            if stored is not None:
+                _insert_postings(self.tx, self.namespace, {rowid: stored},
+                                 content_hash=content_hash)  # fmt: skip
+            return
+        self.tx.execute(
+            "INSERT INTO past_postings (namespace, term, record, content_hash, tf, length)"
+            f" SELECT namespace, term, record, ?, tf, length FROM {MAIN}"
+            " WHERE namespace = ? AND record = ? ON CONFLICT DO NOTHING",
+            (content_hash, self.namespace, rowid),
+        )
 
     def _put(self, rowid: int, document: Document) -> None:
         counts, length = document
@@ -409,21 +434,29 @@ class LexicalWrites:
         if pending is not None:
             counts, length = pending
             terms: Iterable[str] = counts.keys()
-        else:
+        elif documented(self.d):
+            stored = _stored(self.tx, rowid)
             terms, length = [], 0
-            for table in tiers(self.d):  # the record's postings are in one of them
-                by_record = _by_record(self.d, table)
-                rows = self.tx.execute(
-                    f"SELECT term, length FROM {by_record} WHERE namespace = ? AND record = ?",
-                    (self.namespace, rowid),
-                ).fetchall()
-                if rows:
-                    terms += [row[0] for row in rows]
-                    length += int(rows[0][1])
+            if stored is not None:
+                terms, length = list(stored[0]), stored[1]
+                self.tx.execute(f"DELETE FROM {DOCUMENTS} WHERE record = ?", (rowid,))
+            for chunk in chunks(sorted(terms), 500):
+                test, params = self.d.in_list("term", chunk)
+                for table in tiers(self.d):  # the record's postings are in one of them
                     self.tx.execute(
-                        f"DELETE FROM {by_record} WHERE namespace = ? AND record = ?",
-                        (self.namespace, rowid),
+                        f"DELETE FROM {table} WHERE namespace = ? AND {test} AND record = ?",
+                        [self.namespace, *params, rowid],
                     )
+        else:
+            rows = self.tx.execute(
+                f"SELECT term, length FROM {MAIN} WHERE namespace = ? AND record = ?",
+                (self.namespace, rowid),
+            ).fetchall()
+            terms = [row[0] for row in rows]
+            length = int(rows[0][1]) if rows else 0
+            self.tx.execute(
+                f"DELETE FROM {MAIN} WHERE namespace = ? AND record = ?", (self.namespace, rowid)
+            )
         self._df.subtract(terms)
         self._length -= length
 
@@ -483,6 +516,7 @@ def merge_fresh(d: Dialect, tx: Tx) -> None:
 
 
 POSTING_COLUMNS = ("namespace", "term", "record", "tf", "length")
+DOCUMENT_COLUMNS = ("record", "namespace", "terms", "length")
 _TERM_AND_RECORD = itemgetter(1, 2)
 
 
@@ -508,6 +542,8 @@ def _insert_postings(
         rows.sort(key=_TERM_AND_RECORD)  # in the key's order: each lands beside the last
         if d is not None:  # a write's postings, as its dialect inserts rows
             d.insert_rows(tx, d.fresh_postings or MAIN, POSTING_COLUMNS, rows)
+            if documented(d):
+                d.insert_rows(tx, DOCUMENTS, DOCUMENT_COLUMNS, _documents(namespace, documents))
         else:
             tx.executemany(
                 f"INSERT INTO {MAIN} ({', '.join(POSTING_COLUMNS)}) VALUES (?, ?, ?, ?, ?)", rows
@@ -524,6 +560,16 @@ def _insert_postings(
         past,
     )
     return len(past)
+
+
+def _documents(namespace: str, documents: dict[int, Document]) -> list[tuple[Any, ...]]:
+    """:data:`DOCUMENTS` rows of ``documents`` (those with terms: the others have no
+    postings to find)."""
+    return [
+        (rowid, namespace, packed(counts), length)
+        for rowid, (counts, length) in documents.items()
+        if counts
+    ]
 
 
 def _index_past(tx: Tx, namespace: str, language: str) -> None:
@@ -556,6 +602,12 @@ def reindex(tx: Tx, namespace: str, language: str, d: Dialect | None = None) -> 
     fresh = [d.fresh_postings] if d is not None and d.fresh_postings else []
     for table in (MAIN, *fresh, "lexical_terms", "lexical_stats"):
         tx.execute(f"DELETE FROM {table} WHERE namespace = ?", (namespace,))
+    if documented(d):
+        tx.execute(
+            f"DELETE FROM {DOCUMENTS} WHERE record IN"
+            " (SELECT rowid FROM records WHERE namespace = ?)",
+            (namespace,),
+        )
     df: Counter[str] = Counter()
     documents = length = last = 0
     while True:
@@ -568,6 +620,11 @@ def reindex(tx: Tx, namespace: str, language: str, d: Dialect | None = None) -> 
             break
         batch = {int(rowid): term_counts(content, language) for rowid, content in rows}
         _insert_postings(tx, namespace, batch)
+        if documented(d):
+            tx.executemany(
+                f"INSERT INTO {DOCUMENTS} ({', '.join(DOCUMENT_COLUMNS)}) VALUES (?, ?, ?, ?)",
+                _documents(namespace, batch),
+            )
         for counts, size in batch.values():
             df.update(counts.keys())
             length += size
@@ -603,15 +660,16 @@ def set_language(d: Dialect, tx: Tx, namespace: str, wanted: str) -> bool:
 # -- checks ---------------------------------------------------------------------------
 
 
-def integrity(read: Any, tables: Sequence[str] = (MAIN,)) -> Finding:
+def integrity(read: Any, tables: Sequence[str] = (MAIN,), *, documents: bool = False) -> Finding:
     """The lexical rows agree with the records: ``read(sql)`` returns rows; ``tables``:
-    the postings tables (:func:`tiers`), each record's postings counted once."""
+    the postings tables (:func:`tiers`), each record's postings counted once;
+    ``documents``: whether :data:`DOCUMENTS` is kept (:func:`documented`)."""
 
     def each(sql: str) -> str:  # a count over every postings table, p standing for each
         return " + ".join(f"({sql.format(postings=table)})" for table in tables)
 
     found = Finding("full-text index")
-    checks = (
+    checks: tuple[tuple[str, str], ...] = (
         ("postings of no record",
          "SELECT " + each("SELECT count(*) FROM {postings} p WHERE NOT EXISTS (SELECT 1 FROM"
                           " records r WHERE r.namespace = p.namespace AND r.rowid = p.record)")),
@@ -630,6 +688,21 @@ def integrity(read: Any, tables: Sequence[str] = (MAIN,)) -> Finding:
          "SELECT count(DISTINCT r.namespace) FROM records r WHERE NOT EXISTS"
          " (SELECT 1 FROM lexical_stats s WHERE s.namespace = r.namespace)"),
     )  # fmt: skip
+    if documents:
+        checks += (
+            ("documents of no record",
+             f"SELECT count(*) FROM {DOCUMENTS} x WHERE NOT EXISTS (SELECT 1 FROM records r"
+             " WHERE r.namespace = x.namespace AND r.rowid = x.record)"),
+            ("namespaces whose documents' length is off",
+             "SELECT count(*) FROM lexical_stats s WHERE s.length <> (SELECT"
+             f" coalesce(sum(x.length), 0) FROM {DOCUMENTS} x WHERE x.namespace = s.namespace)"),
+            ("namespaces whose documents' terms are off",
+             "SELECT count(*) FROM lexical_stats s WHERE (SELECT coalesce(sum(length(x.terms)"
+             " - length(replace(x.terms, ' ', '')) + 1), 0) FROM"
+             f" {DOCUMENTS} x WHERE x.namespace = s.namespace) <> "
+             + each("SELECT coalesce(sum(p.tf), 0) FROM {postings} p"
+                    " WHERE p.namespace = s.namespace")),
+        )  # fmt: skip
     for label, sql in checks:
         count = read(sql)[0][0]
         if count:

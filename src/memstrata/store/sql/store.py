@@ -567,7 +567,9 @@ class SqlStore:
     def integrity(self) -> list[Finding]:
         with self.db.snapshot() as tx:
             text = lexical.integrity(
-                lambda sql: tx.execute(sql).fetchall(), lexical.tiers(self.dialect)
+                lambda sql: tx.execute(sql).fetchall(),
+                lexical.tiers(self.dialect),
+                documents=lexical.documented(self.dialect),
             )
         return [*self.dialect.integrity(), text]
 

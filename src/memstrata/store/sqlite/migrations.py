@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -495,6 +496,46 @@ def m010_fresh_postings(conn: sqlite3.Connection) -> None:
         -- ones included): a write learns whether to merge without counting them
         CREATE TABLE lexical_fresh_written (rows INTEGER NOT NULL);
         INSERT INTO lexical_fresh_written (rows) VALUES (0);
+        """,
+    )
+
+
+@migration
+def m011_lexical_documents(conn: sqlite3.Connection) -> None:
+    """Each record's terms as one row of ``lexical_docs`` (:mod:`memstrata.store.sql.lexical`),
+    by which a record's postings are found when its content is replaced or removed: the
+    two postings tables lose their index by record, which every batch and every merge
+    of fresh postings paid for as much as for the postings themselves. Filled here from
+    the postings."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE lexical_docs (
+            record     INTEGER PRIMARY KEY,
+            namespace  TEXT NOT NULL,
+            terms      TEXT NOT NULL,
+            length     INTEGER NOT NULL
+        );
+        """,
+    )
+    documents: dict[int, tuple[str, Counter[str], int]] = {}
+    for table in (lexical.MAIN, "lexical_fresh"):
+        rows = conn.execute(f"SELECT namespace, term, record, tf, length FROM {table}")
+        for namespace, term, record, tf, length in rows:
+            found = documents.get(record)
+            if found is None:
+                found = documents[record] = (namespace, Counter(), int(length))
+            found[1][term] = int(tf)
+    conn.executemany(
+        "INSERT INTO lexical_docs (record, namespace, terms, length) VALUES (?, ?, ?, ?)",
+        [(record, ns, lexical.packed(counts), length)
+         for record, (ns, counts, length) in sorted(documents.items())],
+    )  # fmt: skip
+    run_script(
+        conn,
+        """
+        DROP INDEX lexical_postings_record;
+        DROP INDEX lexical_fresh_record;
         """,
     )
 
