@@ -1,6 +1,7 @@
 """PostgreSQL's write path: the statistics a write makes due past the first ones are
-gathered on a thread of their own (the write does not wait for them), and vectors go
-to the server already in pgvector's binary form, read back bit for bit."""
+gathered on a thread of their own (the write does not wait for them), vectors go
+to the server already in pgvector's binary form, read back bit for bit, and a hard
+delete takes the rows that have no foreign key to their record (m010)."""
 
 from __future__ import annotations
 
@@ -78,3 +79,47 @@ def test_packed_vectors_are_pgvectors_binary_form_and_read_back_exactly(target: 
     from pgvector import Vector
 
     assert bytes(packed(rows[0])) == Vector(rows[0]).to_binary()
+
+
+def _rows_of(url: str, rowid: int) -> dict[str, int]:
+    with psycopg.connect(url) as conn:
+        return {
+            table: conn.execute(
+                f"SELECT count(*) FROM {table} WHERE record = %s", (rowid,)
+            ).fetchone()[0]  # type: ignore[index]
+            for table in ("record_tags", "record_meta", "vectors")
+        }
+
+
+def test_a_hard_delete_takes_the_rows_no_foreign_key_cascades_from(target: str) -> None:
+    m = memstrata.open(target, embedder="hash", background_jobs=False)
+    try:
+        m.upsert("ns", [{"id": i, "content": f"note {i}", "tags": ["t"], "metadata": {"a": i}}
+                        for i in ("gone", "kept")])  # fmt: skip
+        with psycopg.connect(target) as conn:
+            rowids = dict(conn.execute("SELECT id, rowid FROM records").fetchall())
+            # m010: these tables point at records without a foreign key
+            assert not conn.execute(
+                "SELECT conrelid::regclass FROM pg_constraint WHERE contype = 'f'"
+                " AND conrelid IN ('record_tags'::regclass, 'record_meta'::regclass,"
+                " 'vectors'::regclass)"
+            ).fetchall()
+        assert _rows_of(target, rowids["gone"]) == {"record_tags": 1, "record_meta": 1,
+                                                    "vectors": 1}  # fmt: skip
+        m.delete("ns", "gone", hard=True)
+        assert _rows_of(target, rowids["gone"]) == {"record_tags": 0, "record_meta": 0,
+                                                    "vectors": 0}  # fmt: skip
+        assert _rows_of(target, rowids["kept"]) == {"record_tags": 1, "record_meta": 1,
+                                                    "vectors": 1}  # fmt: skip
+        assert all(finding.ok for finding in m.service.store.integrity())
+        assert m.search("ns", "note", ranking="semantic").ids() == ["kept"]
+        with psycopg.connect(target) as conn:  # a row of no record, written by hand
+            conn.execute(
+                "INSERT INTO record_meta (namespace, record, key, value, valid_from)"
+                " VALUES ('ns', %s, 'a', 'x', 0)",
+                (rowids["gone"],),
+            )
+        problems = [p for f in m.service.store.integrity() for p in f.problems]
+        assert problems == ["1 rows of record_meta point at no record"]
+    finally:
+        m.close()

@@ -29,7 +29,7 @@ from memstrata.domain.time import now_us
 from memstrata.store import StorageOptions
 from memstrata.store.postgres import vectors
 from memstrata.store.postgres.connection import Connection, Database, connect
-from memstrata.store.postgres.migrations import apply_migrations
+from memstrata.store.postgres.migrations import UNCHAINED, apply_migrations
 from memstrata.store.postgres.scope_copy import ScopeCopies
 from memstrata.store.sql.dialect import Dialect, Lane
 from memstrata.store.sql.maintenance import Finding
@@ -58,6 +58,15 @@ _VECTOR_COLUMNS = ("namespace", "record", "embedder_id", "dimensions", "embeddin
 _VECTOR_UPSERT = (
     " ON CONFLICT (namespace, record, embedder_id) DO UPDATE SET"
     " dimensions = excluded.dimensions, embedding = excluded.embedding"
+)
+# one statement for the rows of a hard-deleted record no foreign key cascades from
+_FORGET = (
+    "WITH "
+    + ", ".join(
+        f"{table} AS (DELETE FROM {table} WHERE namespace = %(namespace)s AND record = %(rowid)s)"
+        for table in UNCHAINED[:-1]
+    )
+    + f" DELETE FROM {UNCHAINED[-1]} WHERE namespace = %(namespace)s AND record = %(rowid)s"
 )
 _UPDATE = (
     f"UPDATE records SET {', '.join(f'{name} = %({name})s' for name in ROW_FIELDS)} "
@@ -312,6 +321,9 @@ class PostgresDialect(Dialect):
             "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{namespace}\x1f{key}",)
         )
 
+    def forget_record(self, tx: Connection, namespace: str, rowid: int) -> None:
+        tx.execute(_FORGET, {"namespace": namespace, "rowid": rowid})
+
     def wrote(self, rows: int) -> None:
         self._statistics.wrote(self.db, rows)
 
@@ -508,12 +520,22 @@ class PostgresDialect(Dialect):
 
     def integrity(self) -> list[Finding]:
         """PostgreSQL checks its own pages (``pg_amcheck`` on demand); here: every
-        vector has a direction (pgvector itself refuses NaN and infinities)."""
+        vector has a direction (pgvector itself refuses NaN and infinities), and no
+        row of the tables without a foreign key (m010) points at a missing record."""
         vectors = Finding("vectors readable")
-        with self.db.read() as tx:
+        records = Finding("rows of a record")
+        orphans = " UNION ALL ".join(
+            f"SELECT '{table}', count(*) FROM {table} t WHERE NOT EXISTS (SELECT 1 FROM"
+            " records r WHERE r.namespace = t.namespace AND r.rowid = t.record)"
+            for table in UNCHAINED
+        )
+        with self.db.snapshot() as tx:
             row = tx.execute(
                 "SELECT count(*) FROM vectors WHERE dimensions > 0 AND vector_norm(embedding) = 0"
             ).fetchone()
+            for table, count in tx.execute(orphans).fetchall():
+                if count:
+                    records.problems.append(f"{count} rows of {table} point at no record")
         if row and row[0]:
             vectors.problems.append(f"{row[0]} vectors are all zeros")
-        return [vectors]
+        return [vectors, records]

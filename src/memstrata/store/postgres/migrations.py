@@ -566,6 +566,34 @@ def m009_change_tracking(conn: Connection) -> None:
         )
 
 
+#: The tables whose rows every write adds beside a record, without a foreign key to it
+#: since m010: a hard delete removes their rows itself (PostgresDialect.forget_record).
+UNCHAINED = ("record_tags", "record_meta", "vectors")
+
+
+@migration
+def m010_write_rows_without_foreign_keys(conn: Connection) -> None:
+    """The rows a write adds beside each record (its tag and metadata rows, its
+    vectors) lose their foreign keys to ``records``. A foreign key is checked row by
+    row at the end of each statement (a query per row, and a share lock on the
+    record): with two of them a 1,000-record batch spent about 20 % of its server
+    CPU checking records it had created itself (docs/postgres.md, Ingest). Nothing
+    writes such a row without the record locked or created in the same transaction
+    (``FOR UPDATE`` when a write reads it, ``FOR SHARE`` for the embed job's vectors),
+    so no row can point at a record a concurrent delete removes; the ``ON DELETE
+    CASCADE`` is now the hard delete's own statement, and ``integrity()`` counts
+    rows of no record. Their indexes by record stay (the delete and the scope copy
+    read them)."""
+    for table in UNCHAINED:  # names from this code, not input
+        rows = conn.execute(
+            "SELECT conname FROM pg_constraint WHERE conrelid = to_regclass(%s)"
+            " AND contype = 'f' AND confrelid = to_regclass('records')",
+            (table,),
+        ).fetchall()
+        for (name,) in rows:
+            conn.execute(f'ALTER TABLE {table} DROP CONSTRAINT "{name}"'.encode())
+
+
 def _ensure_vector_extension(conn: Connection) -> None:
     try:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")

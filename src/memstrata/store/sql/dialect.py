@@ -200,6 +200,10 @@ class Dialect(ABC):
         """Serialises this transaction with any other that claims ``key`` (nothing to
         do where a write transaction already excludes every other writer)."""
 
+    def forget_record(self, tx: Tx, namespace: str, rowid: int) -> None:  # noqa: B027 - a hook
+        """Before a record's row is deleted (a hard delete): removes the rows that
+        point at it which no foreign key cascades from (none where every one does)."""
+
     def wrote(self, rows: int) -> None:  # noqa: B027 - a hook
         """Called after a write of ``rows`` rows has committed."""
 

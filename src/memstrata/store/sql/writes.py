@@ -322,6 +322,7 @@ class Writes:
         rowid, _ = self.require(record_id)
         graph.forget(self.tx, self.namespace, record_id, rowid)
         self.lexical.remove(rowid)
+        self.d.forget_record(self.tx, self.namespace, rowid)
         self.tx.execute(
             "DELETE FROM records WHERE namespace = ? AND rowid = ?", (self.namespace, rowid)
         )
