@@ -17,6 +17,7 @@ from memstrata.domain.errors import InvalidInput, MemstrataError
 from memstrata.domain.records import Origin, RecordInput, plain_record, updated
 from memstrata.domain.time import from_us, parse_instant
 from memstrata.domain.validation import parse_model
+from memstrata.store.sql import rows
 from memstrata.store.sql.rows import row_values, snapshot_body
 
 # a few awkward characters of each kind: spaces, unprintables, capitals, accents
@@ -185,3 +186,17 @@ def test_a_written_versions_json_is_its_records(
     body = snapshot_body(written, row_values(written))
     assert body == json.dumps(expected, sort_keys=True, ensure_ascii=False)
     assert body == snapshot_body(written)
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSON_VALUES)
+def test_the_row_encoders_write_what_json_writes(value: Any) -> None:
+    assert rows._SORTED_JSON(value) == json.dumps(value, sort_keys=True, ensure_ascii=False)
+    assert rows._JSON(value) == json.dumps(value, ensure_ascii=False)

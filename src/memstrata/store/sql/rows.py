@@ -104,8 +104,27 @@ _OPTIONAL = ("key", "source", "superseded_by", "version")
 
 #: ``json.dumps`` with these options, without building an encoder per call (every
 #: write makes a few).
-_SORTED_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
-_JSON = json.JSONEncoder(ensure_ascii=False).encode
+def _encoder(*, sort_keys: bool) -> Callable[[Any], str]:
+    """``json.JSONEncoder(sort_keys=sort_keys, ensure_ascii=False).encode`` (the same
+    text), its C encoder made once instead of once per call (without the check for
+    circular values, which a record's JSON values cannot hold)."""
+    encoder = json.JSONEncoder(sort_keys=sort_keys, ensure_ascii=False)
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # no C accelerator: the encoder as it is
+        return encoder.encode
+    chunks = make(
+        None, encoder.default, json.encoder.encode_basestring, None,
+        encoder.key_separator, encoder.item_separator, sort_keys, False, True,
+    )  # fmt: skip
+
+    def encode(value: Any) -> str:
+        return "".join(chunks(value, 0))
+
+    return encode
+
+
+_SORTED_JSON = _encoder(sort_keys=True)
+_JSON = _encoder(sort_keys=False)
 #: A string's JSON text, as both encoders write it
 _text: Callable[[str], str] = json.encoder.encode_basestring
 #: An instant's text, each made once: a batch's records share their record times (the

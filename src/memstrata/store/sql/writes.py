@@ -35,6 +35,11 @@ META_COLUMNS = (
 )  # fmt: skip
 VERSION_COLUMNS = ("namespace", "id", "version", "body", "payload")
 LEDGER_COLUMNS = ("at", "op", "namespace", "record_id", "version", "actor", "detail")
+#: The tables of held rows (:meth:`Writes._release`), in the order a record writes them.
+_HELD = (
+    ("record_tags", TAG_COLUMNS), ("record_meta", META_COLUMNS),
+    ("record_versions", VERSION_COLUMNS), ("ledger", LEDGER_COLUMNS),
+)  # fmt: skip
 
 
 def fetch(
@@ -68,7 +73,12 @@ class Writes:
         self.now = now
         self.actor = actor
         self.known: dict[str, tuple[int, Record] | None] = {}
+        #: Rowids reserved for the batch's new records, the next one last.
         self._rowids: list[int] = []
+        #: Rows of new plain records (no predecessor, no key: nothing in the store to
+        #: meet), held back per table and handed to the dialect together
+        #: (:meth:`_release`) instead of one call per row; None while not holding.
+        self._held: dict[str, list[tuple[Any, ...]]] | None = None
         #: How many times this transaction has changed each record (by rowid): the
         #: order in which held-back statements of one record must run.
         self._changes: dict[int, int] = {}
@@ -76,7 +86,19 @@ class Writes:
 
     def flush(self) -> None:
         """Writes what the transaction's changes left pending (the lexical counts)."""
+        self._release()
         self.lexical.flush()
+
+    def _release(self) -> None:
+        """Hands the held rows to the dialect, in the order their records came: before
+        anything that reads what they write, or writes after them."""
+        held, self._held = self._held, None
+        if not held:
+            return
+        for table, columns in _HELD:
+            rows = held.get(table)
+            if rows:
+                self.d.insert_rows(self.tx, table, columns, rows)
 
     # -- reading ----------------------------------------------------------------------
 
@@ -109,11 +131,12 @@ class Writes:
     def ledger(
         self, op: str, record_id: str, version: int | None, detail: dict[str, Any] | None = None
     ) -> None:
-        self.d.insert_rows(
-            self.tx, "ledger", LEDGER_COLUMNS,
-            [(self.now, op, self.namespace, record_id, version, self.actor,
-              json.dumps(detail) if detail else None)],
-        )  # fmt: skip
+        row = (self.now, op, self.namespace, record_id, version, self.actor,
+               json.dumps(detail) if detail else None)  # fmt: skip
+        if self._held is not None:
+            self._held.setdefault("ledger", []).append(row)
+        else:
+            self.d.insert_rows(self.tx, "ledger", LEDGER_COLUMNS, [row])
 
     def ensure_namespace(self) -> None:
         self.tx.execute(
@@ -142,7 +165,7 @@ class Writes:
         if rowid is None:
             if document is None:
                 document = self.lexical.document(record.content)
-            reserved = self._rowids.pop(0) if self._rowids else None
+            reserved = self._rowids.pop() if self._rowids else None
             rowid = d.insert_record(tx, reserved, values)
             self.lexical.add(rowid, document)
         else:
@@ -163,15 +186,22 @@ class Writes:
         # Scope rows repeat the record's namespace and validity; every change to a
         # record comes through here, so they never disagree with its row.
         tags, meta = scope_rows(record, values, rowid)
-        if tags:
-            d.insert_rows(tx, "record_tags", TAG_COLUMNS, tags, change=change)
-        if meta:
-            d.insert_rows(tx, "record_meta", META_COLUMNS, meta, change=change)
-        d.insert_rows(
-            tx, "record_versions", VERSION_COLUMNS,
-            [(record.namespace, record.id, record.version, snapshot_body(record, values),
-              record.payload)],
-        )  # fmt: skip
+        version = (record.namespace, record.id, record.version, snapshot_body(record, values),
+                   record.payload)  # fmt: skip
+        held = self._held
+        if held is not None:  # a new record's first change: round 1, as held rows go
+            assert change == 0
+            if tags:
+                held.setdefault("record_tags", []).extend(tags)
+            if meta:
+                held.setdefault("record_meta", []).extend(meta)
+            held.setdefault("record_versions", []).append(version)
+        else:
+            if tags:
+                d.insert_rows(tx, "record_tags", TAG_COLUMNS, tags, change=change)
+            if meta:
+                d.insert_rows(tx, "record_meta", META_COLUMNS, meta, change=change)
+            d.insert_rows(tx, "record_versions", VERSION_COLUMNS, [version])
         self.known[record.id] = (rowid, record)
         return rowid
 
@@ -237,6 +267,11 @@ class Writes:
             incoming, existing, field, namespace=self.namespace, now=self.now,
             has_predecessor=lambda: self._has_predecessor(incoming.id),
         )  # fmt: skip
+        if existing is None and not record.supersedes and record.key is None:
+            if self._held is None:  # a new record that reads nothing: its rows wait
+                self._held = {}
+        else:  # this one reads the store, and its rows follow those before it
+            self._release()
         for position, old_id in enumerate(record.supersedes):
             old = self._close_superseded(record, old_id, f"{field}.supersedes[{position}]")
             if position == 0:  # a revision keeps what it does not set of what it revises
@@ -271,15 +306,17 @@ class Writes:
         self.lexical.language()  # locked before any record: one order for every writer
         self.prefetch([r.id for r in records] + [old for r in records for old in r.supersedes])
         new = sum(self.known.get(r.id) is None for r in records)
-        if new > 0:
-            self._rowids += sorted(self.d.reserve_rowids(self.tx, new))
+        if new > 0:  # taken smallest first, after any reserved before
+            self._rowids[:0] = sorted(self.d.reserve_rowids(self.tx, new), reverse=True)
         documents = [self.lexical.document(r.content) for r in records]
-        return [
+        written = [
             self._upsert_one(
                 i, record, documents[i], embedder_id, None if units is None else units[i]
             )
             for i, record in enumerate(records)
         ]
+        self._release()
+        return written
 
     # -- changes of one record ------------------------------------------------------------
 
