@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
+from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -54,7 +55,10 @@ def _lexical_rows(target: str, namespace: str) -> dict[str, list[tuple[Any, ...]
         for row in rows.get(table, [])
         if row[0] == namespace
     )
-    terms = sorted(row[1:] for row in rows["lexical_terms"] if row[0] == namespace)
+    # each term's df: SQLite's fresh postings count in lexical_terms once merged
+    df = Counter({row[1]: row[2] for row in rows["lexical_terms"] if row[0] == namespace})
+    df.update(row[1] for row in rows.get("lexical_fresh", []) if row[0] == namespace)
+    terms = sorted(df.items())
     stats = [row[1:] for row in rows["lexical_stats"] if row[0] == namespace]
     return {"postings": postings, "terms": terms, "stats": stats}
 

@@ -3,10 +3,12 @@
 Each record's terms (:mod:`memstrata.domain.words`, by its namespace's text-search
 language) are rows of ``lexical_postings (namespace, term, record, tf, length)``;
 ``lexical_terms (namespace, term, df)`` counts the namespace's records that hold a
-term, and ``lexical_stats (namespace, language, documents, length)`` its records and
-their total length in terms. All three are written in the transaction that changes
-the record, and every key starts with the namespace: a search reads only its own
-namespace's rows, and one tenant's records never move another's scores. When a
+term (where fresh postings are kept apart, below, the merged ones: a search counts
+the fresh ones itself, and a merge adds them), and ``lexical_stats (namespace,
+language, documents, length)`` its records and their total length in terms. All
+three are written in the transaction that changes the record, and every key starts
+with the namespace: a search reads only its own namespace's rows, and one tenant's
+records never move another's scores. When a
 record's content is replaced, its postings are kept in ``past_postings`` under the
 outgoing content's hash (record time, :mod:`memstrata.store.sql.past`), so a
 ``known_at`` search ranks past versions from postings too; they count in no
@@ -187,16 +189,28 @@ def search(d: Dialect, lane: Lane) -> list[tuple[Record, float]]:
     # rows read are then one state of the file
     copied = lane.known_at is None and d.has_scope_copy
     with d.db.snapshot() if copied or lane.known_at is not None else d.db.read() as tx:
+        fresh, fresh_params = "", list[Any]()
+        if d.fresh_postings is not None:  # whose records count in no df until merged
+            fresh_test, fresh_params = d.in_list("term", sorted(candidates))
+            fresh = (
+                " UNION ALL SELECT NULL, NULL, NULL, term, count(*)"
+                f" FROM {d.fresh_postings} WHERE namespace = ? AND {fresh_test} GROUP BY term"
+            )
+            fresh_params = [namespace, *fresh_params]
         rows = tx.execute(
             "SELECT s.language, s.documents, s.length, t.term, t.df FROM lexical_stats s"
             f" LEFT JOIN lexical_terms t ON t.namespace = s.namespace AND {test}"
-            " WHERE s.namespace = ?",
-            [*test_params, namespace],
+            f" WHERE s.namespace = ?{fresh}",
+            [*test_params, namespace, *fresh_params],
         ).fetchall()
-        if not rows or not rows[0][1]:
+        stats = next((row for row in rows if row[0] is not None), None)
+        if stats is None or not stats[1]:
             return []
-        language, documents, length = rows[0][0], int(rows[0][1]), int(rows[0][2])
-        df = {row[3]: int(row[4]) for row in rows if row[3] is not None}
+        language, documents, length = stats[0], int(stats[1]), int(stats[2])
+        df: Counter[str] = Counter()
+        for row in rows:
+            if row[3] is not None:
+                df[row[3]] += int(row[4])
         terms = query_terms(text, language)
         if lane.known_at is not None:
             found = _known(d, tx, lane, weights(documents, length, df, terms, known=True))
@@ -426,27 +440,31 @@ class LexicalWrites:
     def _put(self, rowid: int, document: Document) -> None:
         counts, length = document
         self._pending[rowid] = document
-        self._df.update(counts.keys())
+        if self.d.fresh_postings is None:  # fresh postings count at their merge
+            self._df.update(counts.keys())
         self._length += length
 
     def _take(self, rowid: int) -> None:
         pending = self._pending.pop(rowid, None)
         if pending is not None:
             counts, length = pending
-            terms: Iterable[str] = counts.keys()
+            terms: Iterable[str] = counts.keys() if self.d.fresh_postings is None else ()
         elif documented(self.d):
             stored = _stored(self.tx, rowid)
             terms, length = [], 0
             if stored is not None:
                 terms, length = list(stored[0]), stored[1]
                 self.tx.execute(f"DELETE FROM {DOCUMENTS} WHERE record = ?", (rowid,))
+            fresh = 0
             for chunk in chunks(sorted(terms), 500):
                 test, params = self.d.in_list("term", chunk)
                 for table in tiers(self.d):  # the record's postings are in one of them
-                    self.tx.execute(
+                    fresh += self.tx.execute(
                         f"DELETE FROM {table} WHERE namespace = ? AND {test} AND record = ?",
                         [self.namespace, *params, rowid],
-                    )
+                    ).rowcount * (table != MAIN)
+            if fresh:  # fresh postings are in no df yet
+                terms = []
         else:
             rows = self.tx.execute(
                 f"SELECT term, length FROM {MAIN} WHERE namespace = ? AND record = ?",
@@ -504,6 +522,11 @@ def merge_fresh(d: Dialect, tx: Tx) -> None:
     if fresh is None:
         return
     columns = ", ".join(POSTING_COLUMNS)
+    tx.execute(  # WHERE true: the upsert's ON is not read as a join's
+        "INSERT INTO lexical_terms (namespace, term, df)"
+        f" SELECT namespace, term, count(*) FROM {fresh} WHERE true GROUP BY namespace, term"
+        " ON CONFLICT (namespace, term) DO UPDATE SET df = lexical_terms.df + excluded.df"
+    )
     tx.execute(
         f"INSERT INTO {MAIN} ({columns}) SELECT {columns} FROM {fresh}"
         " ORDER BY namespace, term, record"
@@ -680,10 +703,10 @@ def integrity(read: Any, tables: Sequence[str] = (MAIN,), *, documents: bool = F
          "SELECT count(*) FROM lexical_stats s WHERE s.length <> "
          + each("SELECT coalesce(sum(l), 0) FROM (SELECT max(p.length) AS l FROM {postings} p"
                 " WHERE p.namespace = s.namespace GROUP BY p.record) x")),
-        ("terms whose record count is off",
+        ("terms whose record count is off",  # fresh postings count once merged
          "SELECT count(*) FROM lexical_terms t WHERE t.df <> "
-         + each("SELECT count(*) FROM {postings} p WHERE p.namespace = t.namespace"
-                " AND p.term = t.term")),
+         f"(SELECT count(*) FROM {MAIN} p WHERE p.namespace = t.namespace"
+         " AND p.term = t.term)"),
         ("namespaces with records and no statistics",
          "SELECT count(DISTINCT r.namespace) FROM records r WHERE NOT EXISTS"
          " (SELECT 1 FROM lexical_stats s WHERE s.namespace = r.namespace)"),
