@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 BATCH = 1000
 
 
-def worker(kind: str, size: int, seed: int, path: str) -> None:
+def worker(kind: str, size: int, seed: int, path: str, arrays: bool = False) -> None:
     """Holds one engine; ingests the batch each line of stdin names, answers its seconds."""
     from bench.synth import generate
 
@@ -47,7 +47,12 @@ def worker(kind: str, size: int, seed: int, path: str) -> None:
     print(json.dumps({"ready": True, "memstrata": memstrata.__file__}), flush=True)
     for line in sys.stdin:
         start = int(line)
-        seconds = engine.ingest_batch(data, start, min(start + BATCH, size))
+        stop = min(start + BATCH, size)
+        seconds = (
+            engine.ingest_batch(data, start, stop, arrays=True)
+            if arrays and kind != "sqlitevec"
+            else engine.ingest_batch(data, start, stop)
+        )
         print(json.dumps({"seconds": seconds}), flush=True)
     engine.close()
 
@@ -59,7 +64,7 @@ def revision(src: Path) -> str:
     return found.stdout.strip() or "unknown"
 
 
-def run(size: int, seed: int, before: Path | None) -> dict[str, Any]:
+def run(size: int, seed: int, before: Path | None, vectors: str = "list") -> dict[str, Any]:
     engines: dict[str, Path | None] = {f"memstrata {revision(REPO)} (this tree)": None}
     if before is not None:
         engines[f"memstrata {revision(before)} (before)"] = before
@@ -74,7 +79,8 @@ def run(size: int, seed: int, before: Path | None) -> dict[str, Any]:
             kind = "sqlitevec" if name.startswith("sqlite-vec") else name
             procs[name] = subprocess.Popen(
                 [sys.executable, "-m", "bench.ingest", "--worker", kind, "--size", str(size),
-                 "--seed", str(seed), "--path", str(workdir / f"e{n}.db")],
+                 "--seed", str(seed), "--path", str(workdir / f"e{n}.db"),
+                 "--vectors", vectors],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
             )  # fmt: skip
         loaded = {}
@@ -109,6 +115,7 @@ def run(size: int, seed: int, before: Path | None) -> dict[str, Any]:
         "size": size,
         "seed": seed,
         "batch": BATCH,
+        "vectors": vectors,
         "load_average": os.getloadavg(),
         "machine": machine(),
         "memstrata_from": loaded,
@@ -125,13 +132,18 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--before", type=Path, help="another tree's src directory")
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--vectors", choices=("list", "array"), default="list",
+        help="each record's vector as a list of floats (the JSON shape, the headline)"
+        " or as a NumPy float32 row (memstrata only; sqlite-vec takes its bytes as ever)",
+    )  # fmt: skip
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--path", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args.size, args.seed, args.path)
+        worker(args.worker, args.size, args.seed, args.path, args.vectors == "array")
         return
-    result = run(args.size, args.seed, args.before)
+    result = run(args.size, args.seed, args.before, args.vectors)
     log(json.dumps(result, indent=2))
     write_json(args.out or RESULTS / f"ingest_{args.size // 1000}k_sqlite.json", result)
 

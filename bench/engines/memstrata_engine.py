@@ -81,7 +81,12 @@ class QueryTableEmbedder(HashEmbedder):
         return found if found is not None else super().embed_query(text)
 
 
-def records(data: SpeedData, start: int, stop: int) -> list[dict[str, Any]]:
+def records(
+    data: SpeedData, start: int, stop: int, *, arrays: bool = False
+) -> list[dict[str, Any]]:
+    """Records ``start``..``stop`` as a caller of the Python API (or a JSON body) gives
+    them; ``arrays``: each vector as its row of the float32 matrix (a model's output)
+    instead of a list of floats."""
     out = []
     for i in range(start, stop):
         record: dict[str, Any] = {
@@ -89,7 +94,7 @@ def records(data: SpeedData, start: int, stop: int) -> list[dict[str, Any]]:
             "content": data.texts[i],
             "metadata": {"room": data.room_name(int(data.rooms[i]))},
             "valid_from": rfc3339(int(data.valid_from[i])),
-            "vector": data.vectors[i].tolist(),
+            "vector": data.vectors[i] if arrays else data.vectors[i].tolist(),
         }
         if data.invalidated[i]:
             record["valid_to"] = rfc3339(int(data.valid_to[i]))
@@ -163,11 +168,14 @@ class MemstrataEngine(Engine):
     def open(self) -> None:
         self.memory = memstrata.open(self.target, embedder=self.embedder, background_jobs=False)
 
-    def ingest_batch(self, data: SpeedData, start: int, stop: int) -> float:
+    def ingest_batch(
+        self, data: SpeedData, start: int, stop: int, *, arrays: bool = False
+    ) -> float:
         """Upserts records ``start``..``stop`` as one batch; returns the call's seconds
-        (building the records' dictionaries is the caller's work, not timed)."""
+        (building the records' dictionaries is the caller's work, not timed);
+        ``arrays``: vectors as NumPy rows (:func:`records`)."""
         assert self.memory is not None
-        chunk = records(data, start, stop)
+        chunk = records(data, start, stop, arrays=arrays)
         t = time.perf_counter()
         self.memory.upsert(self.namespace, chunk)
         return time.perf_counter() - t

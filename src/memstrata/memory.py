@@ -80,26 +80,29 @@ def with_vectors(
     validated. ``(None, None)`` when the batch is not such, or any of its vectors
     fails a check: it is then parsed record by record, which names the first bad
     field exactly as ever."""
-    vectors: list[list[float]] = []
+    vectors: list[list[float] | np.ndarray] = []
     for data in given:
         vector = data.get("vector") if isinstance(data, Mapping) else None
-        if type(vector) is not list:
+        if type(vector) is not list and not isinstance(vector, np.ndarray):
             return None, None
         vectors.append(vector)
     # unit_rows takes what the validator takes as a float (ints, bools, numbers with
-    # __float__) at the value it would give, and refuses the rest (text, None)
+    # __float__; arrays of real numbers) at the value it would give, and refuses the
+    # rest (text, None)
     units = unit_rows(vectors)
     if units is None:
         return None, None
     parsed: list[Record] = []
     for i, (data, vector) in enumerate(zip(given, vectors, strict=True)):
         fields = data if type(data) is dict else dict(cast(Mapping[str, Any], data))
-        record = plain_record(fields, vector)
+        record = plain_record(fields, vector)  # type: ignore[arg-type]
         if record is None:
             fields = dict(fields)
             del fields["vector"]
             record = parse_model(RecordInput, fields, f"records[{i}]")
-            record.vector = vector
+            # checked by unit_rows, which the store takes it from; an array stays one
+            # (the record's vector is only the sign that it came with one from here)
+            record.vector = vector  # type: ignore[assignment]
         parsed.append(record)
     return parsed, units
 
@@ -143,6 +146,11 @@ class Memory:
         self.service.close()
 
     def upsert(self, namespace: str, records: Iterable[RecordLike] | RecordLike) -> UpsertResult:
+        """Writes ``records`` (dicts or :class:`Record`) as one all-or-nothing batch.
+        A dict's ``vector`` may be a list of numbers or a one-dimensional NumPy array of
+        them (taken as is); a batch whose every record carries one has its vectors
+        checked together, and records of the plain shape are built without the
+        validator (the same records; a bad field is named as ever)."""
         if isinstance(records, Record | Mapping):
             records = [records]
         given = list(records)
@@ -150,7 +158,7 @@ class Memory:
             parsed, units = with_vectors(given)
             if parsed is None:
                 parsed = [to_record(r, f"records[{i}]") for i, r in enumerate(given)]
-        return self.service.upsert(namespace, parsed, units=units)
+            return self.service.upsert(namespace, parsed, units=units)
 
     def add(self, namespace: str, content: str, **fields: Any) -> str:
         """Stores one record and returns its id."""

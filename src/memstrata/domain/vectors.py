@@ -79,25 +79,40 @@ def unit(vector: np.ndarray | Sequence[float]) -> np.ndarray:
 _PACKERS: dict[int, struct.Struct] = {}
 
 
+def _array_bytes(vector: np.ndarray, size: int) -> bytes:
+    """A one-dimensional array of ``size`` real numbers as native float64 bytes (what
+    packing its numbers one by one gives)."""
+    if vector.ndim != 1 or vector.shape[0] != size or vector.dtype.kind not in "fiub":
+        raise TypeError("not a vector of real numbers")
+    return vector.astype("=f8").tobytes()
+
+
 def unit_rows(
-    vectors: Sequence[Sequence[float]], dimensions: int | None = None
+    vectors: Sequence[Sequence[float] | np.ndarray], dimensions: int | None = None
 ) -> np.ndarray | None:
     """A batch's vectors checked together, as the unit float32 rows :func:`unit` makes
     of each (the same bits): one conversion of all the numbers and one pass of each
     check over the whole batch instead of one per vector. ``None`` when any vector
-    is not a sequence of ``dimensions`` (else of the first's) real numbers passing
-    every check of :func:`vector_problem`: the caller then checks them one at a time,
-    for the message naming the first bad one and its index."""
-    if not vectors:
+    is not a sequence (or a one-dimensional array) of ``dimensions`` (else of the
+    first's) real numbers passing every check of :func:`vector_problem`: the caller
+    then checks them one at a time, for the message naming the first bad one and its
+    index."""
+    if not vectors or (isinstance(vectors[0], np.ndarray) and vectors[0].ndim != 1):
         return None
-    size = len(vectors[0])
+    try:
+        size = len(vectors[0])
+    except TypeError:  # a number, not a vector
+        return None
     if size == 0 or (dimensions is not None and size != dimensions):
         return None
     packer = _PACKERS.get(size)
     if packer is None:
         packer = _PACKERS[size] = struct.Struct(f"={size}d")
     try:  # a vector of another size, or a value that is not a real number, is refused
-        data = b"".join([packer.pack(*vector) for vector in vectors])
+        data = b"".join([
+            _array_bytes(vector, size) if isinstance(vector, np.ndarray) else packer.pack(*vector)
+            for vector in vectors
+        ])  # fmt: skip
     except (struct.error, TypeError, ValueError, OverflowError):  # an int past float range, too
         return None
     wide = np.frombuffer(data, dtype=np.float64).reshape(len(vectors), size)
