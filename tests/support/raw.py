@@ -21,7 +21,8 @@ _TABLES = [
     "namespaces", "lexical_postings", "lexical_terms", "lexical_stats",
 ]  # fmt: skip
 #: SQLite keeps a write's new postings apart until they are merged (``lexical_fresh``).
-TABLES = {"sqlite": [*_TABLES, "lexical_fresh", "lexical_docs"], "postgres": _TABLES}
+TABLES = {"sqlite": [*_TABLES, "lexical_fresh", "lexical_docs"],
+          "postgres": [*_TABLES, "lexical_docs"]}  # fmt: skip
 #: Tables that hold a record's own data, so must be empty after its hard delete (the
 #: fresh postings only on SQLite: see :func:`record_tables`).
 RECORD_TABLES = [
@@ -31,8 +32,11 @@ RECORD_TABLES = [
 
 def record_tables(target: str) -> list[str]:
     """:data:`RECORD_TABLES` of the backend of ``target``."""
-    sqlite = ["lexical_fresh", "lexical_docs"]  # and each record's terms
-    return RECORD_TABLES + (sqlite if backend_of(target) == "sqlite" else [])
+    # and each record's terms (both), the fresh postings (SQLite)
+    extra = (
+        ["lexical_fresh", "lexical_docs"] if backend_of(target) == "sqlite" else ["lexical_docs"]
+    )
+    return RECORD_TABLES + extra
 
 
 def backend_of(target: str) -> str:

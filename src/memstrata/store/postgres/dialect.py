@@ -130,7 +130,9 @@ class FreshStatistics:
     run on a thread of their own, one at a time, and the write that made one due
     returns without waiting for it (bench/backends.py: ingest)."""
 
-    TABLES = "records, record_tags, record_meta, vectors, lexical_postings, lexical_terms"
+    TABLES = (
+        "records, record_tags, record_meta, vectors, lexical_postings, lexical_terms, lexical_docs"
+    )
     FIRST = 500
     BACKGROUND_FROM = 8_000
     LAST = 2_000_000  # past this, autovacuum's own thresholds are what matter
@@ -193,6 +195,7 @@ class PostgresDialect(Dialect):
     membership = "exists"
     lock_for_update = " FOR UPDATE"
     lock_for_share = " FOR SHARE"
+    lexical_documents = True  # m011: lexical_postings has no index by record
 
     def __init__(
         self, url: str, *, options: StorageOptions | None = None, exact_limit: int = EXACT_LIMIT

@@ -594,6 +594,33 @@ def m010_write_rows_without_foreign_keys(conn: Connection) -> None:
             conn.execute(f'ALTER TABLE {table} DROP CONSTRAINT "{name}"'.encode())
 
 
+@migration
+def m011_lexical_documents(conn: Connection) -> None:
+    """Each record's terms as one row of ``lexical_docs`` (as on SQLite:
+    :mod:`memstrata.store.sql.lexical`), by which a record's postings are found when its
+    content is replaced or it is removed, so ``lexical_postings`` loses its index by
+    record: a second B-tree entry for each of a batch's ~7,500 postings, where a
+    document is one row per record, appended in rowid order. Filled here from the
+    postings (terms in byte order, each as often as its count: ``lexical.packed``)."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE lexical_docs (
+            namespace  text COLLATE "C" NOT NULL,
+            record     bigint NOT NULL,
+            terms      text NOT NULL,
+            length     integer NOT NULL,
+            PRIMARY KEY (namespace, record)
+        );
+        INSERT INTO lexical_docs (namespace, record, terms, length)
+        SELECT p.namespace, p.record, string_agg(p.term, ' ' ORDER BY p.term), max(p.length)
+        FROM lexical_postings p CROSS JOIN LATERAL generate_series(1, p.tf)
+        GROUP BY p.namespace, p.record;
+        DROP INDEX lexical_postings_record;
+        """,
+    )
+
+
 def _ensure_vector_extension(conn: Connection) -> None:
     try:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")

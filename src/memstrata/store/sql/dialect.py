@@ -83,6 +83,10 @@ class Dialect(ABC):
     #: ``lexical_postings`` now and then: :mod:`memstrata.store.sql.lexical`), or None
     #: where they go straight to ``lexical_postings``.
     fresh_postings: str | None = None
+    #: Whether each record's terms are kept as one row of ``lexical_docs`` (also where
+    #: there are fresh postings), by which its postings are found instead of by an
+    #: index on record (:func:`memstrata.store.sql.lexical.documented`).
+    lexical_documents = False
 
     # -- wording ------------------------------------------------------------------
 

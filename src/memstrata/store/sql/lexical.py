@@ -23,11 +23,12 @@ table is small, so a batch rewrites few of its pages, and a merge writes each pa
 of ``lexical_postings`` once for many batches. A record's postings are always all in
 one of the two tables (written, replaced and merged whole), so a search sums each
 record's score within one table, adds the two tables' records together, and ranks
-exactly as over one table. Such a dialect also keeps each record's document (its
+exactly as over one table. Such a dialect, and one that says so
+(``Dialect.lexical_documents``: PostgreSQL), also keeps each record's document (its
 terms, repeated as often as they occur, and its length) as one row of
-:data:`DOCUMENTS`: a record's postings are found by its terms there, so neither
-postings table carries an index by record, which cost every batch and every merge
-as much again as the postings themselves.
+:data:`DOCUMENTS`: a record's postings are found by its terms there, so no postings
+table carries an index by record, which cost every batch (and every merge) as much
+again as the postings themselves.
 
 BM25 (k1 = 1.2, b = 0.75, Lucene's idf ``ln(1 + (N - df + 0.5) / (df + 0.5))``, which
 stays positive) with N, the mean length and df of the searched namespace, over every
@@ -103,8 +104,8 @@ def tiers(d: Dialect) -> list[str]:
 
 def documented(d: Dialect | None) -> bool:
     """Whether the dialect keeps :data:`DOCUMENTS` (it does where it keeps fresh
-    postings)."""
-    return d is not None and d.fresh_postings is not None
+    postings, and where it says so: ``Dialect.lexical_documents``)."""
+    return d is not None and (d.fresh_postings is not None or d.lexical_documents)
 
 
 def packed(counts: Counter[str]) -> str:
@@ -113,9 +114,12 @@ def packed(counts: Counter[str]) -> str:
     return " ".join(sorted(counts.elements()))
 
 
-def _stored(tx: Tx, rowid: int) -> Document | None:
+def _stored(tx: Tx, namespace: str, rowid: int) -> Document | None:
     """The record's document as :data:`DOCUMENTS` holds it, if it has one."""
-    row = tx.execute(f"SELECT terms, length FROM {DOCUMENTS} WHERE record = ?", (rowid,)).fetchone()
+    row = tx.execute(
+        f"SELECT terms, length FROM {DOCUMENTS} WHERE namespace = ? AND record = ?",
+        (namespace, rowid),
+    ).fetchone()
     return None if row is None else (Counter(str(row[0]).split()), int(row[1]))
 
 
@@ -425,7 +429,7 @@ class LexicalWrites:
             _insert_postings(self.tx, self.namespace, {rowid: pending}, content_hash=content_hash)
             return
         if documented(self.d):
-            stored = _stored(self.tx, rowid)
+            stored = _stored(self.tx, self.namespace, rowid)
             if stored is not None:
                 _insert_postings(self.tx, self.namespace, {rowid: stored},
                                  content_hash=content_hash)  # fmt: skip
@@ -450,11 +454,14 @@ class LexicalWrites:
             counts, length = pending
             terms: Iterable[str] = counts.keys() if self.d.fresh_postings is None else ()
         elif documented(self.d):
-            stored = _stored(self.tx, rowid)
+            stored = _stored(self.tx, self.namespace, rowid)
             terms, length = [], 0
             if stored is not None:
                 terms, length = list(stored[0]), stored[1]
-                self.tx.execute(f"DELETE FROM {DOCUMENTS} WHERE record = ?", (rowid,))
+                self.tx.execute(
+                    f"DELETE FROM {DOCUMENTS} WHERE namespace = ? AND record = ?",
+                    (self.namespace, rowid),
+                )
             fresh = 0
             for chunk in chunks(sorted(terms), 500):
                 test, params = self.d.in_list("term", chunk)
@@ -627,9 +634,9 @@ def reindex(tx: Tx, namespace: str, language: str, d: Dialect | None = None) -> 
         tx.execute(f"DELETE FROM {table} WHERE namespace = ?", (namespace,))
     if documented(d):
         tx.execute(
-            f"DELETE FROM {DOCUMENTS} WHERE record IN"
+            f"DELETE FROM {DOCUMENTS} WHERE namespace = ? AND record IN"
             " (SELECT rowid FROM records WHERE namespace = ?)",
-            (namespace,),
+            (namespace, namespace),
         )
     df: Counter[str] = Counter()
     documents = length = last = 0
