@@ -64,10 +64,12 @@ def revision(src: Path) -> str:
     return found.stdout.strip() or "unknown"
 
 
-def run(size: int, seed: int, before: Path | None, vectors: str = "list") -> dict[str, Any]:
+def run(
+    size: int, seed: int, before: Path | None, vectors: str = "list", label: str | None = None
+) -> dict[str, Any]:
     engines: dict[str, Path | None] = {f"memstrata {revision(REPO)} (this tree)": None}
     if before is not None:
-        engines[f"memstrata {revision(before)} (before)"] = before
+        engines[f"memstrata {label or revision(before)} (before)"] = before
     engines["sqlite-vec + FTS5"] = None
     workdir = Path(tempfile.mkdtemp(prefix="msbench-ingest-"))
     procs: dict[str, subprocess.Popen[str]] = {}
@@ -131,6 +133,11 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--before", type=Path, help="another tree's src directory")
+    parser.add_argument(
+        "--before-label",
+        help="what --before holds (default: its git revision), e.g. for an"
+        " exported copy of an older commit, which has no revision of its own",
+    )
     parser.add_argument("--out", type=Path)
     parser.add_argument(
         "--vectors", choices=("list", "array"), default="list",
@@ -143,7 +150,7 @@ def main() -> None:
     if args.worker:
         worker(args.worker, args.size, args.seed, args.path, args.vectors == "array")
         return
-    result = run(args.size, args.seed, args.before, args.vectors)
+    result = run(args.size, args.seed, args.before, args.vectors, args.before_label)
     log(json.dumps(result, indent=2))
     write_json(args.out or RESULTS / f"ingest_{args.size // 1000}k_sqlite.json", result)
 

@@ -9,6 +9,7 @@ import sqlite3
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -230,3 +231,26 @@ def test_integrity_finds_a_record_with_postings_in_both_tables(tmp_path: Path) -
         conn.execute("INSERT INTO lexical_postings SELECT * FROM lexical_fresh")
         failed = [f for f in m.service.store.integrity() if not f.ok]
     assert [f.name for f in failed] == ["full-text index"]
+
+
+def test_a_larger_store_merges_its_fresh_postings_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bound grows as the square root of the merged postings (lexical.merge_due):
+    with 1,000 merged, fresh postings wait until 4 * fresh^2 >= FRESH_ROWS * 1,000,
+    and ranking never depends on where a posting is."""
+    monkeypatch.setattr(lexical, "FRESH_ROWS", 10)
+    path = tmp_path / "m.db"
+    content = "river stone mill quiet water"
+    with memstrata.open(str(path), embedder="none", background_jobs=False) as m:
+        m.upsert("a", [{"id": f"r{i}", "content": content} for i in range(200)])
+        fresh = partial(scalar, str(path), "SELECT count(*) FROM lexical_fresh")
+        assert fresh() == 0  # nothing merged yet: due at the first bound
+        seen = []
+        for i in range(10):
+            m.upsert("a", [{"id": f"n{i}", "content": content}])
+            seen.append(fresh())
+        assert seen == [5, 10, 15, 20, 25, 30, 35, 40, 45, 0]  # due at 50: 4 * 2,500 >= 10,000
+        assert len(m.search("a", "mill", ranking="lexical", top_k=300).hits) == 210
+        report = m.service.store.integrity()
+        assert all(f.ok for f in report), [f.problems for f in report]

@@ -16,9 +16,10 @@ statistics.
 
 Where the dialect names a table for fresh postings (SQLite's ``lexical_fresh``), a
 write's new postings go there instead, and are merged into ``lexical_postings`` once
-it holds :data:`FRESH_ROWS` of them. ``lexical_postings`` is ordered by term, so a
-batch's postings land on a page per distinct term: thousands of pages rewritten (and
-written again to the WAL and the file) for each batch of 1,000 records. The fresh
+it holds :data:`FRESH_ROWS` of them, or more in a large store (:func:`merge_due`).
+``lexical_postings`` is ordered by term, so a batch's postings land on a page per
+distinct term: thousands of pages rewritten (and written again to the WAL and the
+file) for each batch of 1,000 records. The fresh
 table is small, so a batch rewrites few of its pages, and a merge writes each page
 of ``lexical_postings`` once for many batches. A record's postings are always all in
 one of the two tables (written, replaced and merged whole), so a search sums each
@@ -71,7 +72,7 @@ MAX_QUERY_TERMS = 1000
 #: The postings table searches read first, and where merged postings end up.
 MAIN = "lexical_postings"
 #: Fresh postings (where the dialect keeps them apart) are merged into :data:`MAIN` at
-#: the end of the write that brings them to this many.
+#: the end of the write that brings them to at least this many (:func:`merge_due`).
 FRESH_ROWS = 64_000
 #: Each record's terms (where the dialect keeps fresh postings): ``(record, namespace,
 #: terms, length)``, the terms space-separated, each as often as the content holds it.
@@ -518,8 +519,24 @@ class LexicalWrites:
                 f"UPDATE {self.d.fresh_postings}_written SET rows = rows + ? RETURNING rows",
                 (written,),
             ).fetchone()
-            if total >= FRESH_ROWS:
+            if total >= FRESH_ROWS and merge_due(self.tx, total):
                 merge_fresh(self.d, self.tx)
+
+
+def merge_due(tx: Tx, fresh: int) -> bool:
+    """Whether ``fresh`` postings (at least :data:`FRESH_ROWS`) are due to be merged.
+
+    A merge rewrites pages of :data:`MAIN` in proportion to its size, and each batch
+    rewrites pages of the fresh table in proportion to the fresh table's: per batch,
+    the sum is least when merges come after a number of batches that grows as the
+    square root of :data:`MAIN`. So the bound grows as ``sqrt(FRESH_ROWS * merged /
+    4)`` (64,000 up to ~270,000 merged postings, a 30k-record store; ~120,000 at 100k
+    records, ~380,000 at 1M), the merged postings estimated by the terms of every
+    namespace's records (counted once for each time a record holds them) less the
+    fresh ones. When to merge never changes what a search finds."""
+    (terms,) = tx.execute("SELECT coalesce(sum(length), 0) FROM lexical_stats").fetchone()
+    merged = max(int(terms) - fresh, 0)
+    return fresh * fresh * 4 >= FRESH_ROWS * merged
 
 
 def merge_fresh(d: Dialect, tx: Tx) -> None:
