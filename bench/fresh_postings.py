@@ -3,15 +3,17 @@
 
 Ingests ``size`` records of the speed data (bench.synth, batches of 1000), the last
 batches after a merge, with merges held back, so the fresh table (SQLite's
-``lexical_fresh``) holds nearly :data:`~memstrata.store.sql.lexical.FRESH_ROWS`
-postings, the most it holds between merges; copies the file and merges the copy. Then
-every query goes to both stores in turn (the order alternating, so a load swing hits
-both alike): the same hits and scores, and each one's p50.
+``lexical_fresh``) holds nearly the most it holds between merges at that size
+(:func:`~memstrata.store.sql.lexical.merge_due`, with ~10 postings a record); copies
+the file and merges the copy. Then every query goes to both stores in turn (the order
+alternating, so a load swing hits both alike): the same hits and scores, and each
+one's p50.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import shutil
 import statistics
 import tempfile
@@ -36,7 +38,9 @@ def run(size: int, seed: int) -> dict[str, Any]:
     try:
         engine = MemstrataEngine(str(workdir / "fresh.db"), "fresh", {})
         engine.open()
-        held = lexical.FRESH_ROWS // (BATCH * 10)  # batches whose postings stay fresh
+        # batches whose postings stay fresh: merge_due's bound at this size
+        bound = max(lexical.FRESH_ROWS, math.isqrt(lexical.FRESH_ROWS * size * 10 // 4))
+        held = bound // (BATCH * 10)
         limit = lexical.FRESH_ROWS
         for start in range(0, size, BATCH):
             if start == size - held * BATCH:  # from a merge on, the held batches only
