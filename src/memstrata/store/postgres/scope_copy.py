@@ -48,7 +48,7 @@ from memstrata.store.sql.scope_copy import (
     row_columns,
     served,
 )
-from memstrata.store.sql.scoring import scores_at, top_k
+from memstrata.store.sql.scoring import rescored, scores_at, top_k
 
 
 class Matrix:
@@ -228,11 +228,9 @@ class ScopeCopies:
             return {}, unembedded
         query = query.astype(np.float32)
         similarities = scores_at(matrix.rows, tenant.count, embedded, query)
-        chosen = top_k(similarities, lane.limit)
-        rowids = tenant.rowid[embedded[chosen]]
-        return {int(r): float(s) for r, s in zip(rowids, similarities[chosen], strict=True)}, (
-            unembedded
-        )
+        best = embedded[top_k(similarities, lane.limit)]
+        scores = rescored(matrix.rows[best], query)  # ties by id: scoring.rescored
+        return dict(zip(tenant.rowid[best].tolist(), scores.tolist(), strict=True)), unembedded
 
     # -- refresh ------------------------------------------------------------------------
 

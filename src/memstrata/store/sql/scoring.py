@@ -1,7 +1,14 @@
 """Exact cosine scoring over an in-process matrix of unit vectors, shared by the
 backends' copies (SQLite's vector matrix, PostgreSQL's scope copy): a scope's rows
 gathered a cache-sized chunk at a time, or one pass over the whole matrix when the
-scope is most of it, and the best k with every tie of the k-th kept."""
+scope is most of it, and the best k with every tie of the k-th kept.
+
+BLAS rounds one vector's score differently at different rows of a matrix (its kernels
+take rows in blocks and the rest apart: about one float32 ulp), so identical vectors,
+which must tie and then rank by id on every backend, can come out a hair apart. The
+best k are therefore picked with a band below the k-th (``TIE_BAND``), and their
+scores computed again row by row (:func:`rescored`), the same for the same vector
+wherever it sits."""
 
 from __future__ import annotations
 
@@ -16,6 +23,9 @@ GATHER_CHUNK = 256
 #: A scope of at least 1/_WHOLE_SHARE of the matrix is scored by one contiguous pass
 #: over every row (cheaper than gathering most of them).
 _WHOLE_SHARE = 4
+#: Scores this close below the k-th are candidates too: far wider than BLAS's rounding
+#: of a unit-vector cosine (a few 1e-8), far narrower than real differences.
+TIE_BAND = 1e-5
 
 
 def gathered_scores(rows: np.ndarray, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -40,9 +50,17 @@ def scores_at(rows: np.ndarray, count: int, positions: np.ndarray, query: np.nda
 
 
 def top_k(similarities: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the k best scores plus every index tied with the k-th, unordered,
-    so the caller can break ties by record id."""
+    """Indices of the k best scores plus every index tied with the k-th (within
+    ``TIE_BAND``), unordered: the caller scores them again (:func:`rescored`) and
+    breaks ties by record id."""
     if similarities.shape[0] <= k:
         return np.arange(similarities.shape[0])
     kth = np.partition(similarities, -k)[-k]
-    return np.flatnonzero(similarities >= kth)
+    return np.flatnonzero(similarities >= kth - TIE_BAND)
+
+
+def rescored(vectors: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Each row's cosine with ``query`` computed alone, in float64 and rounded to
+    float32: the same vector gets the same score at any row of any matrix."""
+    wide = vectors.astype(np.float64) * query.astype(np.float64)
+    return wide.sum(axis=1).astype(np.float32)

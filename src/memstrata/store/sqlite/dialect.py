@@ -27,7 +27,7 @@ from memstrata.store.sql.maintenance import Finding
 from memstrata.store.sql.past import KEEP_ROW, keep_scope, known_rows
 from memstrata.store.sql.rows import COLUMNS, ROW_FIELDS, best, hits
 from memstrata.store.sql.scope import known_scope, scope_rowids
-from memstrata.store.sql.scoring import top_k
+from memstrata.store.sql.scoring import rescored, top_k
 from memstrata.store.sqlite.connection import Database, Transaction, translated
 from memstrata.store.sqlite.migrations import apply_migrations
 from memstrata.store.sqlite.past_vectors import PastVectors
@@ -251,6 +251,10 @@ class SqliteDialect(Dialect):
                 rowids, positions = matrix.locate(in_scope)
                 if rowids.shape[0]:
                     similarities = matrix.scores_at(positions, query)
+                    # the best, scored again row by row (ties by id: scoring.rescored)
+                    chosen = top_k(similarities, lane.limit)
+                    rowids, positions = rowids[chosen], positions[chosen]
+                    similarities = rescored(matrix.rows[positions], query)
             kept = self._past.scores(conn, embedder_id, query, dict(old))
             if kept:
                 rowids = np.concatenate([rowids, np.fromiter(kept, np.int64, len(kept))])
@@ -320,14 +324,18 @@ class SqliteDialect(Dialect):
             candidates = self._vectors.candidates(matrix, rowids, query, limit)
             if candidates is not None:
                 rowids, found.found_by = candidates, "ivf"
-                similarities = matrix.scores_at(matrix.position[rowids], query)
+                positions = matrix.position[rowids]
+                similarities = matrix.scores_at(positions, query)
             elif matrix.whole(rowids):  # every row, exact: one pass in matrix order
-                rowids = matrix.rowid_of[: matrix.count]
-                similarities = matrix.rows[: matrix.count] @ query
+                count = matrix.count  # read once: a writer may append meanwhile
+                rowids = matrix.rowid_of[:count]
+                positions = np.arange(count)
+                similarities = matrix.rows[:count] @ query
             else:
                 similarities = matrix.scores_at(positions, query)
             chosen = top_k(similarities, limit)
-            by_rowid = {int(rowids[i]): float(similarities[i]) for i in chosen}
+            scores = rescored(matrix.rows[positions[chosen]], query)
+            by_rowid = dict(zip(rowids[chosen].tolist(), scores.tolist(), strict=True))
             test, params = self.in_list("rowid", list(by_rowid))
             records = conn.execute(f"SELECT {COLUMNS} FROM records WHERE {test}", params).fetchall()
         found += best(hits(records, request, lambda row: by_rowid[row[0]]), limit)

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from memstrata.store.sql.dialect import chunks
+from memstrata.store.sql.scoring import rescored
 
 #: The copy is built on a process's third ``known_at`` semantic search.
 WARM_AFTER = 3
@@ -105,7 +106,8 @@ class PastVectors:
                     rows.append(row)
             if not rows:
                 return {}
-            similarities = kept.rows[np.asarray(rows, np.int64)] @ query
+            # row by row, as the matrix's best are (ties by id: scoring.rescored)
+            similarities = rescored(kept.rows[np.asarray(rows, np.int64)], query)
         return dict(zip(records, similarities.tolist(), strict=True))
 
     def _refresh(self, conn: sqlite3.Connection, embedder_id: str, dimensions: int) -> _Kept:
@@ -168,5 +170,6 @@ def _from_file(
             [embedder_id, int(query.shape[0]), *chunk],
         ):
             if wanted.get(record) == content_hash:
-                scores[record] = float(np.frombuffer(blob, dtype="<f4") @ query)
+                vector = np.frombuffer(blob, dtype="<f4").reshape(1, -1)
+                scores[record] = float(rescored(vector, query)[0])
     return scores
