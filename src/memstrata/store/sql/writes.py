@@ -131,12 +131,22 @@ class Writes:
     def ledger(
         self, op: str, record_id: str, version: int | None, detail: dict[str, Any] | None = None
     ) -> None:
-        row = (self.now, op, self.namespace, record_id, version, self.actor,
-               json.dumps(detail) if detail else None)  # fmt: skip
-        if self._held is not None:
-            self._held.setdefault("ledger", []).append(row)
+        self._insert(
+            "ledger", LEDGER_COLUMNS,
+            [(self.now, op, self.namespace, record_id, version, self.actor,
+              json.dumps(detail) if detail else None)],
+        )  # fmt: skip
+
+    def _insert(
+        self, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]], change: int = 0
+    ) -> None:
+        """``insert_rows``, or the rows held (:meth:`_release`) while new plain records'
+        rows are (a new record's first change: round 0, as held rows go)."""
+        if self._held is None:
+            self.d.insert_rows(self.tx, table, columns, rows, change=change)
         else:
-            self.d.insert_rows(self.tx, "ledger", LEDGER_COLUMNS, [row])
+            assert change == 0
+            self._held.setdefault(table, []).extend(rows)
 
     def ensure_namespace(self) -> None:
         self.tx.execute(
@@ -181,27 +191,19 @@ class Writes:
 
     def _saved(self, rowid: int, record: Record, values: dict[str, Any], change: int) -> int:
         """Adds the rows of the record's new version beside its row."""
-        tx, d = self.tx, self.d
         self._changes[rowid] = change + 1
         # Scope rows repeat the record's namespace and validity; every change to a
         # record comes through here, so they never disagree with its row.
         tags, meta = scope_rows(record, values, rowid)
-        version = (record.namespace, record.id, record.version, snapshot_body(record, values),
-                   record.payload)  # fmt: skip
-        held = self._held
-        if held is not None:  # a new record's first change: round 1, as held rows go
-            assert change == 0
-            if tags:
-                held.setdefault("record_tags", []).extend(tags)
-            if meta:
-                held.setdefault("record_meta", []).extend(meta)
-            held.setdefault("record_versions", []).append(version)
-        else:
-            if tags:
-                d.insert_rows(tx, "record_tags", TAG_COLUMNS, tags, change=change)
-            if meta:
-                d.insert_rows(tx, "record_meta", META_COLUMNS, meta, change=change)
-            d.insert_rows(tx, "record_versions", VERSION_COLUMNS, [version])
+        if tags:
+            self._insert("record_tags", TAG_COLUMNS, tags, change)
+        if meta:
+            self._insert("record_meta", META_COLUMNS, meta, change)
+        self._insert(
+            "record_versions", VERSION_COLUMNS,
+            [(record.namespace, record.id, record.version, snapshot_body(record, values),
+              record.payload)],
+        )  # fmt: skip
         self.known[record.id] = (rowid, record)
         return rowid
 
