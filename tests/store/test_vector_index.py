@@ -57,8 +57,12 @@ def search(memory: memstrata.Memory, query: np.ndarray, k: int, **options: Any) 
                          **options)  # fmt: skip
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-          HealthCheck.function_scoped_fixture])  # fmt: skip
+# derandomized: the recall bound is statistical (an index calibrated to 0.97 misses a
+# k=1 query now and then, and 3 of 20 fail the mean), so random draws would fail ~1 CI
+# run in 50 with nothing broken; scope membership and exact scores are checked always
+@settings(max_examples=25, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow,
+                                 HealthCheck.function_scoped_fixture])  # fmt: skip
 @given(
     seed=st.integers(0, 10_000),
     count=st.integers(30, 300),
