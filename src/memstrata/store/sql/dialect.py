@@ -163,6 +163,15 @@ class Dialect(ABC):
             f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({placeholders}){suffix}", rows
         )
 
+    def add_term_counts(self, tx: Tx, namespace: str, changed: Sequence[tuple[str, int]]) -> None:
+        """Adds each ``(term, delta)`` (terms distinct, in order) to the namespace's
+        ``lexical_terms`` counts, a row made for a term it has none of yet."""
+        self.insert_rows(
+            tx, "lexical_terms", ("namespace", "term", "df"),
+            [(namespace, term, delta) for term, delta in changed],
+            " ON CONFLICT (namespace, term) DO UPDATE SET df = lexical_terms.df + excluded.df",
+        )  # fmt: skip
+
     @abstractmethod
     def insert_record(self, tx: Tx, rowid: int | None, values: dict[str, Any]) -> int:
         """Inserts a records row (``values``: :func:`~memstrata.store.sql.rows.row_values`);

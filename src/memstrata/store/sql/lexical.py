@@ -493,11 +493,7 @@ class LexicalWrites:
         self._pending.clear()
         changed = sorted((term, delta) for term, delta in self._df.items() if delta)
         if changed:
-            self.d.insert_rows(
-                self.tx, "lexical_terms", ("namespace", "term", "df"),
-                [(ns, term, delta) for term, delta in changed],
-                " ON CONFLICT (namespace, term) DO UPDATE SET df = lexical_terms.df + excluded.df",
-            )  # fmt: skip
+            self.d.add_term_counts(self.tx, ns, changed)
             gone = [term for term, delta in changed if delta < 0]
             for chunk in chunks(gone, 500):
                 # a term no record holds any more leaves no trace of the words it was
