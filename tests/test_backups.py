@@ -158,10 +158,10 @@ def test_check_finds_a_broken_full_text_index_and_vector(tmp_path: Path) -> None
     target = str(tmp_path / "m.db")
     with memstrata.open(target, embedder="hash", background_jobs=False) as m:
         _corrupt(target, m)
-        for postings in ("lexical_postings", "lexical_fresh"):  # fresh until merged
+        for table in ("lexical_postings", "lexical_docs"):  # its postings, or its tail document
             execute(
                 target,
-                f"DELETE FROM {postings} WHERE record = (SELECT rowid FROM records WHERE id = 'c')",
+                f"DELETE FROM {table} WHERE record = (SELECT rowid FROM records WHERE id = 'c')",
             )
         execute(target, "UPDATE vectors SET vector = zeroblob(length(vector))"
                 " WHERE record = (SELECT rowid FROM records WHERE id = 'b')")  # fmt: skip

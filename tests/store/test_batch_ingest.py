@@ -1,6 +1,7 @@
 """A batch written in one upsert leaves what the same records written one by one leave:
 the same postings, term counts and statistics, the same rankings, on every backend;
-and SQLite's fresh postings, merged or not, rank as one table would."""
+and SQLite's tail (documents not merged into postings yet), merged or not, ranks as
+one postings table would."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.support import pg
-from tests.support.raw import backend_of, dump_tables, scalar
+from tests.support.raw import backend_of, dump_tables, scalar, tail_postings
 
 import memstrata
 from memstrata.store.sql import lexical
@@ -43,22 +44,19 @@ def stores(
 
 
 def _lexical_rows(target: str, namespace: str) -> dict[str, list[tuple[Any, ...]]]:
-    """The namespace's postings (from every postings table), term counts and statistics;
-    records by id rather than rowid, so two namespaces compare."""
-    tables = ["lexical_postings", "lexical_terms", "lexical_stats", "records"]
-    if backend_of(target) == "sqlite":
-        tables.append("lexical_fresh")
-    rows = dump_tables(target, tables)
+    """The namespace's postings (merged, and SQLite's tail's as they would be), term
+    counts and statistics; records by id rather than rowid, so two namespaces compare."""
+    rows = dump_tables(target, ["lexical_postings", "lexical_terms", "lexical_stats", "records"])
+    tail = tail_postings(target) if backend_of(target) == "sqlite" else []
     ids = dict(_select(target, "SELECT rowid, id FROM records"))
     postings = sorted(
         (row[1], ids[row[2]], row[3], row[4])
-        for table in ("lexical_postings", "lexical_fresh")
-        for row in rows.get(table, [])
+        for row in [*rows["lexical_postings"], *tail]
         if row[0] == namespace
     )
-    # each term's df: SQLite's fresh postings count in lexical_terms once merged
+    # each term's df: SQLite's tail counts in lexical_terms once merged
     df = Counter({row[1]: row[2] for row in rows["lexical_terms"] if row[0] == namespace})
-    df.update(row[1] for row in rows.get("lexical_fresh", []) if row[0] == namespace)
+    df.update(row[1] for row in tail if row[0] == namespace)
     terms = sorted(df.items())
     stats = [row[1:] for row in rows["lexical_stats"] if row[0] == namespace]
     return {"postings": postings, "terms": terms, "stats": stats}
@@ -171,7 +169,7 @@ def test_a_bad_record_in_the_middle_of_a_batch_writes_nothing(
     assert dump_tables(store_target) == before
 
 
-# -- SQLite's fresh postings ----------------------------------------------------------
+# -- SQLite's tail (documents not merged yet) ---------------------------------------
 
 
 def _workload(m: memstrata.Memory) -> None:
@@ -191,15 +189,16 @@ def _workload(m: memstrata.Memory) -> None:
         m.delete(ns, "n4", hard=True)
 
 
-def test_fresh_postings_merged_or_not_rank_as_one_table(
+def test_the_tail_merged_or_not_ranks_as_one_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The same writes with a merge after nearly every write, and with none: the same
     rankings to the last bit (as of now and as known at a past instant), a clean
     integrity check, and the same postings in all."""
     found: dict[str, Any] = {}
-    for name, limit in (("merged", 7), ("unmerged", 10**9)):
-        monkeypatch.setattr(lexical, "FRESH_ROWS", limit)
+    for name, limit in (("merged", 3), ("unmerged", 10**9)):
+        monkeypatch.setattr(lexical, "TAIL_ROWS", limit)
+        monkeypatch.setattr(lexical, "TAIL_MAX", limit)
         path = tmp_path / f"{name}.db"
         with memstrata.open(str(path), embedder="none", background_jobs=False) as m:
             m.upsert("a", [{"id": "early", "content": "river stone early"}])
@@ -213,9 +212,9 @@ def test_fresh_postings_merged_or_not_rank_as_one_table(
             }  # fmt: skip
             report = m.service.store.integrity()
             assert all(f.ok for f in report), [f.problems for f in report]
-            fresh = scalar(str(path), "SELECT count(*) FROM lexical_fresh")
+            tail = scalar(str(path), "SELECT count(*) FROM lexical_tail")
             if name == "merged":
-                assert fresh < 7 + 20 * 3  # merged at the end of the write that filled it
+                assert tail < 3  # merged at the end of the write that filled it
                 assert scalar(str(path), "SELECT count(*) FROM lexical_postings") > 0
             else:
                 assert scalar(str(path), "SELECT count(*) FROM lexical_postings") == 0
@@ -223,34 +222,35 @@ def test_fresh_postings_merged_or_not_rank_as_one_table(
     assert any(found["merged"]["ranked"]) and any(found["merged"]["known"])
 
 
-def test_integrity_finds_a_record_with_postings_in_both_tables(tmp_path: Path) -> None:
+def test_integrity_finds_a_record_with_postings_and_in_the_tail(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     with memstrata.open(str(path), embedder="none", background_jobs=False) as m:
         m.upsert("ns", [{"id": "a", "content": "river stone"}])
         conn = m.service.store.db.conn()
-        conn.execute("INSERT INTO lexical_postings SELECT * FROM lexical_fresh")
+        conn.execute("INSERT INTO lexical_postings SELECT namespace, 'river', record, 1, 2"
+                     " FROM lexical_docs")  # fmt: skip
         failed = [f for f in m.service.store.integrity() if not f.ok]
     assert [f.name for f in failed] == ["full-text index"]
 
 
-def test_a_larger_store_merges_its_fresh_postings_later(
+def test_a_larger_store_merges_its_tail_later(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The bound grows as the square root of the merged postings (lexical.merge_due):
-    with 1,000 merged, fresh postings wait until 4 * fresh^2 >= FRESH_ROWS * 1,000,
-    and ranking never depends on where a posting is."""
-    monkeypatch.setattr(lexical, "FRESH_ROWS", 10)
+    """The bound grows as the square root of the merged documents (lexical.merge_due):
+    with 200 merged, the tail waits until 4 * tail^2 >= TAIL_ROWS * 200, and ranking
+    never depends on where a document is."""
+    monkeypatch.setattr(lexical, "TAIL_ROWS", 10)
     path = tmp_path / "m.db"
     content = "river stone mill quiet water"
     with memstrata.open(str(path), embedder="none", background_jobs=False) as m:
         m.upsert("a", [{"id": f"r{i}", "content": content} for i in range(200)])
-        fresh = partial(scalar, str(path), "SELECT count(*) FROM lexical_fresh")
-        assert fresh() == 0  # nothing merged yet: due at the first bound
+        tail = partial(scalar, str(path), "SELECT count(*) FROM lexical_tail")
+        assert tail() == 0  # nothing merged yet: due at the first bound
         seen = []
-        for i in range(10):
+        for i in range(25):
             m.upsert("a", [{"id": f"n{i}", "content": content}])
-            seen.append(fresh())
-        assert seen == [5, 10, 15, 20, 25, 30, 35, 40, 45, 0]  # due at 50: 4 * 2,500 >= 10,000
-        assert len(m.search("a", "mill", ranking="lexical", top_k=300).hits) == 210
+            seen.append(tail())
+            assert len(m.search("a", "mill", ranking="lexical", top_k=300).hits) == 201 + i
+        assert seen == [*range(1, 23), 0, 1, 2]  # due at 23: 4 * 529 >= 2,000
         report = m.service.store.integrity()
         assert all(f.ok for f in report), [f.problems for f in report]

@@ -24,7 +24,7 @@ from memstrata.store.sqlite.dialect import SqliteDialect
 START = datetime(2024, 1, 1, tzinfo=UTC)
 WORDS = ["river", "stone", "mill", "cloud", "house"]
 TABLES = ["records", "record_tags", "record_meta", "record_versions", "ledger", "vectors",
-          "lexical_fresh", "lexical_terms", "lexical_stats"]  # fmt: skip
+          "lexical_docs", "lexical_terms", "lexical_stats"]  # fmt: skip
 _names = itertools.count()
 
 

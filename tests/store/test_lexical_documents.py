@@ -1,7 +1,7 @@
 """SQLite finds a record's postings by its document (``lexical_docs``: its terms),
 not by an index on record: a store from before it (m011) gains the same documents
 from its postings, and content rewrites and hard deletes of records whose postings
-are merged or still fresh leave postings, documents and statistics that agree."""
+are merged or still in the tail leave postings, documents and statistics that agree."""
 
 from __future__ import annotations
 
@@ -9,19 +9,27 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from tests.support.raw import dump_tables, full_text_matches, scalar
+from tests.support.raw import dump_tables, full_text_matches, scalar, tail_postings
 
 import memstrata
 from memstrata.store.sql import lexical
 
 QUERIES = ["river", "stone mill", "quiet water", "old house tree", "lantern"]
 
-#: The m010 schema: the two postings indexes by record, no documents.
+#: The m010 schema: the two postings tables (the tail's documents as fresh postings),
+#: each indexed by record, no documents.
 _BEFORE = [
+    "CREATE TABLE lexical_fresh (namespace TEXT NOT NULL, term TEXT NOT NULL,"
+    " record INTEGER NOT NULL, tf INTEGER NOT NULL, length INTEGER NOT NULL,"
+    " PRIMARY KEY (namespace, term, record)) WITHOUT ROWID",
+    "CREATE TABLE lexical_fresh_written (rows INTEGER NOT NULL)",
+    "INSERT INTO lexical_fresh_written (rows) SELECT count(*) FROM lexical_fresh",
     "DROP TABLE lexical_docs",
+    "DROP TABLE lexical_tail",
+    "CREATE INDEX vectors_seq_all ON vectors (seq)",
     "CREATE INDEX lexical_postings_record ON lexical_postings (namespace, record)",
     "CREATE INDEX lexical_fresh_record ON lexical_fresh (namespace, record)",
-    "DELETE FROM schema_migrations WHERE name = 'm011_lexical_documents'",
+    "DELETE FROM schema_migrations WHERE name IN ('m011_lexical_documents', 'm012_lexical_tail')",
 ]
 
 
@@ -45,19 +53,24 @@ def _clean(m: memstrata.Memory) -> None:
 def test_an_older_store_gains_the_documents_of_its_postings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(lexical, "FRESH_ROWS", 30)  # the first batch merged, the second fresh
+    # merged at the third write (30 in the tail), the fourth's 6 in the tail
+    monkeypatch.setattr(lexical, "TAIL_ROWS", 20)
+    monkeypatch.setattr(lexical, "TAIL_MAX", 20)
     path = str(tmp_path / "m.db")
     with memstrata.open(path, embedder="none", background_jobs=False) as m:
         for ns in ("a", "b"):
             _write(m, ns)
         ranked = {ns: _ranked(m, ns) for ns in ("a", "b")}
     assert scalar(path, "SELECT count(*) FROM lexical_postings") > 0
-    assert scalar(path, "SELECT count(*) FROM lexical_fresh") > 0
+    assert scalar(path, "SELECT count(*) FROM lexical_tail") == 6
     documents = dump_tables(path, ["lexical_docs"])
     assert len(documents["lexical_docs"]) == 36
+    fresh = tail_postings(path)
     conn = sqlite3.connect(path)
     with conn:
-        for statement in _BEFORE:
+        conn.execute(_BEFORE[0])
+        conn.executemany("INSERT INTO lexical_fresh VALUES (?, ?, ?, ?, ?)", fresh)
+        for statement in _BEFORE[1:]:
             conn.execute(statement)
     conn.close()
     with memstrata.open(path, embedder="none", background_jobs=False) as m:
@@ -66,13 +79,16 @@ def test_an_older_store_gains_the_documents_of_its_postings(
         _clean(m)
     indexes = "SELECT count(*) FROM sqlite_master WHERE name LIKE 'lexical_%_record'"
     assert scalar(path, indexes) == 0
+    assert scalar(path, "SELECT count(*) FROM sqlite_master WHERE name LIKE '%fresh%'") == 0
+    assert scalar(path, "SELECT count(*) FROM lexical_tail") == 0  # merged by m012
 
 
 @pytest.mark.parametrize("merged", [True, False])
 def test_rewrites_and_hard_deletes_find_the_postings_by_the_document(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, merged: bool
 ) -> None:
-    monkeypatch.setattr(lexical, "FRESH_ROWS", 1 if merged else 10**9)
+    monkeypatch.setattr(lexical, "TAIL_ROWS", 1 if merged else 10**9)
+    monkeypatch.setattr(lexical, "TAIL_MAX", 1 if merged else 10**9)
     path = str(tmp_path / "m.db")
     with memstrata.open(path, embedder="none", background_jobs=False) as m:
         _write(m, "a")

@@ -20,11 +20,12 @@ _BEFORE = {
         "DROP TABLE lexical_postings",
         "DROP TABLE lexical_terms",
         "DROP TABLE lexical_stats",
-        "DROP TABLE lexical_fresh",  # from a later migration (m010), run again after m007
-        "DROP TABLE lexical_fresh_written",
-        "DELETE FROM schema_migrations WHERE name = 'm010_fresh_postings'",
-        "DROP TABLE lexical_docs",  # and m011, which reads m010's table
-        "DELETE FROM schema_migrations WHERE name = 'm011_lexical_documents'",
+        # from later migrations (m010 to m012), run again after m007
+        "DROP TABLE lexical_tail",
+        "CREATE INDEX vectors_seq_all ON vectors (seq)",
+        "DROP TABLE lexical_docs",
+        "DELETE FROM schema_migrations WHERE name IN ('m010_fresh_postings',"
+        " 'm011_lexical_documents', 'm012_lexical_tail')",
         "CREATE VIRTUAL TABLE records_fts USING fts5 (content,"
         " tokenize = 'unicode61 remove_diacritics 2')",
         "INSERT INTO records_fts (rowid, content) SELECT rowid, content FROM records",

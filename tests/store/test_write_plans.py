@@ -15,9 +15,9 @@ from memstrata.embedding.hash import HashEmbedder
 
 # tables read by the namespace alone because the namespace is their whole key, or
 # (entities) because resolution compares a new name with every entity of the namespace;
-# and tables of one row
+# and tables of one row, or (lexical_tail) of a bounded few, which a merge reads whole
 KEYED_BY_NAMESPACE = {"lexical_stats", "entities"}
-ONE_ROW = {"vector_seq", "lexical_fresh_written", "sqlite_sequence", "CONSTANT ROW"}
+ONE_ROW = {"vector_seq", "lexical_tail", "sqlite_sequence", "CONSTANT ROW"}
 DML = re.compile(r"\s*(SELECT|INSERT|UPDATE|DELETE|WITH)\b", re.IGNORECASE)
 NAMESPACE_RANGE = re.compile(r"^(?:SEARCH|SCAN) (\w+) .*\(namespace=\?\)$")
 SCAN = re.compile(r"^SCAN (.+?)(?: USING .*)?$")

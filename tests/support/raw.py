@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +21,11 @@ _TABLES = [
     "records", "record_versions", "record_tags", "record_meta", "vectors", "ledger",
     "namespaces", "lexical_postings", "lexical_terms", "lexical_stats",
 ]  # fmt: skip
-#: SQLite keeps a write's new postings apart until they are merged (``lexical_fresh``).
-TABLES = {"sqlite": [*_TABLES, "lexical_fresh", "lexical_docs"],
-          "postgres": [*_TABLES, "lexical_docs"]}  # fmt: skip
-#: Tables that hold a record's own data, so must be empty after its hard delete (the
-#: fresh postings only on SQLite: see :func:`record_tables`).
+#: Both keep each record's terms (``lexical_docs``); SQLite's documents not merged yet
+#: have no postings (their rowids listed in ``lexical_tail``, which holds no content).
+TABLES = {"sqlite": [*_TABLES, "lexical_docs"], "postgres": [*_TABLES, "lexical_docs"]}
+#: Tables that hold a record's own data, so must be empty after its hard delete (each
+#: record's terms too: see :func:`record_tables`).
 RECORD_TABLES = [
     "records", "record_versions", "record_tags", "record_meta", "vectors", "lexical_postings",
 ]  # fmt: skip
@@ -32,11 +33,7 @@ RECORD_TABLES = [
 
 def record_tables(target: str) -> list[str]:
     """:data:`RECORD_TABLES` of the backend of ``target``."""
-    # and each record's terms (both), the fresh postings (SQLite)
-    extra = (
-        ["lexical_fresh", "lexical_docs"] if backend_of(target) == "sqlite" else ["lexical_docs"]
-    )
-    return RECORD_TABLES + extra
+    return [*RECORD_TABLES, "lexical_docs"]
 
 
 def backend_of(target: str) -> str:
@@ -77,17 +74,15 @@ def execute(target: str, sql: str, params: tuple[Any, ...] = ()) -> None:
 
 def full_text_matches(target: str, word: str) -> int:
     """How many rows of the lexical index hold ``word`` (a term, as indexed)."""
-    fresh = (
-        " + (SELECT count(*) FROM lexical_fresh WHERE term = ?)"
-        " + (SELECT count(*) FROM lexical_docs WHERE ' ' || terms || ' ' LIKE ?)"
-    )
+    documents = " + (SELECT count(*) FROM lexical_docs WHERE ' ' || terms || ' ' LIKE ?)"
     sqlite = backend_of(target) == "sqlite"
     return int(
         scalar(
             target,
             "SELECT (SELECT count(*) FROM lexical_postings WHERE term = ?)"
-            " + (SELECT count(*) FROM lexical_terms WHERE term = ?)" + (fresh if sqlite else ""),
-            (word, word, word, f"% {word} %") if sqlite else (word, word),
+            " + (SELECT count(*) FROM lexical_terms WHERE term = ?)"
+            + (documents if sqlite else ""),
+            (word, word, f"% {word} %") if sqlite else (word, word),
         )
     )
 
@@ -119,3 +114,16 @@ def scalar(target: str, sql: str, params: tuple[Any, ...] = ()) -> Any:
             conn.close()
     assert row is not None
     return row[0]
+
+
+def tail_postings(target: str) -> list[tuple[Any, ...]]:
+    """The postings ``(namespace, term, record, tf, length)`` of SQLite's documents not
+    merged yet (``lexical_tail``), as ``lexical_postings`` will hold them."""
+    rows = _select_all(target, ["lexical_docs", "lexical_tail"])
+    tail = {row[1] for row in rows["lexical_tail"]}
+    return sorted(
+        (namespace, term, record, tf, length)
+        for record, namespace, terms, length in rows["lexical_docs"]
+        if record in tail
+        for term, tf in Counter(str(terms).split()).items()
+    )

@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from memstrata.domain.records import Record
 from memstrata.domain.search import SearchRequest
 from memstrata.domain.time import Window
 from memstrata.store.sql.maintenance import Finding
+
+if TYPE_CHECKING:
+    from memstrata.store.sql.lexical import Tail
 
 T = TypeVar("T")
 #: A connection inside a transaction, as the dialect's ``db`` hands it out.
@@ -79,13 +82,15 @@ class Dialect(ABC):
     #: How a tag or metadata member is tested against a record: ``rowid IN (…)``
     #: or a correlated ``EXISTS (…)``.
     membership: Literal["in", "exists"] = "in"
-    #: Where a write's new postings go first (a small table, merged into
-    #: ``lexical_postings`` now and then: :mod:`memstrata.store.sql.lexical`), or None
-    #: where they go straight to ``lexical_postings``.
-    fresh_postings: str | None = None
+    #: Where a write's documents wait as ``lexical_docs`` rows alone, with no postings,
+    #: until merged into ``lexical_postings`` (the tail, ``lexical_tail``): the store's
+    #: in-process copy of them, which a search scores them from
+    #: (:class:`memstrata.store.sql.lexical.Tail`), or None where a write's postings go
+    #: straight to ``lexical_postings``.
+    lexical_tail: Tail | None = None
     #: Whether each record's terms are kept as one row of ``lexical_docs`` (also where
-    #: there are fresh postings), by which its postings are found instead of by an
-    #: index on record (:func:`memstrata.store.sql.lexical.documented`).
+    #: there is a tail), by which its postings are found instead of by an index on
+    #: record (:func:`memstrata.store.sql.lexical.documented`).
     lexical_documents = False
 
     # -- wording ------------------------------------------------------------------

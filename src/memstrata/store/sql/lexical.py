@@ -3,8 +3,8 @@
 Each record's terms (:mod:`memstrata.domain.words`, by its namespace's text-search
 language) are rows of ``lexical_postings (namespace, term, record, tf, length)``;
 ``lexical_terms (namespace, term, df)`` counts the namespace's records that hold a
-term (where fresh postings are kept apart, below, the merged ones: a search counts
-the fresh ones itself, and a merge adds them), and ``lexical_stats (namespace,
+term (where there is a tail, below, the merged ones: a search counts the tail's
+itself, and a merge adds them), and ``lexical_stats (namespace,
 language, documents, length)`` its records and their total length in terms. All
 three are written in the transaction that changes the record, and every key starts
 with the namespace: a search reads only its own namespace's rows, and one tenant's
@@ -14,22 +14,24 @@ outgoing content's hash (record time, :mod:`memstrata.store.sql.past`), so a
 ``known_at`` search ranks past versions from postings too; they count in no
 statistics.
 
-Where the dialect names a table for fresh postings (SQLite's ``lexical_fresh``), a
-write's new postings go there instead, and are merged into ``lexical_postings`` once
-it holds :data:`FRESH_ROWS` of them, or more in a large store (:func:`merge_due`).
-``lexical_postings`` is ordered by term, so a batch's postings land on a page per
-distinct term: thousands of pages rewritten (and written again to the WAL and the
-file) for each batch of 1,000 records. The fresh
-table is small, so a batch rewrites few of its pages, and a merge writes each page
-of ``lexical_postings`` once for many batches. A record's postings are always all in
-one of the two tables (written, replaced and merged whole), so a search sums each
-record's score within one table, adds the two tables' records together, and ranks
-exactly as over one table. Such a dialect, and one that says so
-(``Dialect.lexical_documents``: PostgreSQL), also keeps each record's document (its
-terms, repeated as often as they occur, and its length) as one row of
-:data:`DOCUMENTS`: a record's postings are found by its terms there, so no postings
-table carries an index by record, which cost every batch (and every merge) as much
-again as the postings themselves.
+Where the dialect keeps a tail (``Dialect.lexical_tail``: SQLite), a write writes no
+postings at all: each record's document (its terms, repeated as often as they occur,
+and its length) is one row of :data:`DOCUMENTS`, and its record's rowid is appended to
+:data:`TAIL` (the documents not merged yet; also on a hard delete, so that whoever
+copied the tail learns of it). A search scores the tail's documents itself, from the
+store's in-process copy of them (:class:`Tail`, refreshed inside the search's read
+transaction from the tail rows appended since), with the same N, mean length and df
+(the tail's documents count in no ``lexical_terms`` df until merged: a search adds
+the copy's counts) and the same whole-number parts: the ranking and scores are those
+of one postings table. ``lexical_postings`` is ordered by term, so a batch's postings
+would land on a page per distinct term; a merge (:func:`merge_tail`, one ``INSERT ...
+SELECT`` from the documents) writes each page once for many batches, and runs at the
+end of the write that brings the tail to its bound (:func:`merge_due`). A record's
+postings are always all in ``lexical_postings`` or its document all in the tail
+(written, replaced and merged whole). Such a dialect, and one that says so
+(``Dialect.lexical_documents``: PostgreSQL), finds a record's postings by its terms in
+:data:`DOCUMENTS`, so no postings table carries an index by record, which cost every
+batch (and every merge) as much again as the postings themselves.
 
 BM25 (k1 = 1.2, b = 0.75, Lucene's idf ``ln(1 + (N - df + 0.5) / (df + 0.5))``, which
 stays positive) with N, the mean length and df of the searched namespace, over every
@@ -42,10 +44,13 @@ same order (ties by id).
 
 from __future__ import annotations
 
+import json
 import math
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from operator import itemgetter
 from typing import Any
 
@@ -69,12 +74,17 @@ REINDEX_BATCH = 1000
 #: document; the bound keeps the statement's parameters within every engine's limit).
 MAX_QUERY_TERMS = 1000
 
-#: The postings table searches read first, and where merged postings end up.
+#: The postings table: every merged document's postings.
 MAIN = "lexical_postings"
-#: Fresh postings (where the dialect keeps them apart) are merged into :data:`MAIN` at
-#: the end of the write that brings them to at least this many (:func:`merge_due`).
-FRESH_ROWS = 64_000
-#: Each record's terms (where the dialect keeps fresh postings): ``(record, namespace,
+#: The documents not merged yet, as rows ``(seq, record)`` (AUTOINCREMENT: a seq is
+#: never used twice, so a copy reads what was appended since it last read); also a
+#: removed or replaced record's row. Emptied whole by :func:`merge_tail`, and only so.
+TAIL = "lexical_tail"
+#: The tail is merged at the end of the write that brings it to at least this many
+#: rows, or more in a large store (:func:`merge_due`), and at most :data:`TAIL_MAX`.
+TAIL_ROWS = 8_000
+TAIL_MAX = 40_000
+#: Each record's terms (where the dialect keeps a tail, or says so): ``(record, namespace,
 #: terms, length)``, the terms space-separated, each as often as the content holds it.
 DOCUMENTS = "lexical_docs"
 #: The index of replaced versions by record, which a known_at ranking reads them by.
@@ -99,14 +109,15 @@ class Weights:
 
 
 def tiers(d: Dialect) -> list[str]:
-    """The tables a namespace's current postings are in (each record's in one)."""
-    return [MAIN] if d.fresh_postings is None else [MAIN, d.fresh_postings]
+    """Where a namespace's current documents are (each record's in one): the postings
+    table, and the tail where the dialect keeps one (for :func:`integrity`)."""
+    return [MAIN] if d.lexical_tail is None else [MAIN, TAIL]
 
 
 def documented(d: Dialect | None) -> bool:
-    """Whether the dialect keeps :data:`DOCUMENTS` (it does where it keeps fresh
-    postings, and where it says so: ``Dialect.lexical_documents``)."""
-    return d is not None and (d.fresh_postings is not None or d.lexical_documents)
+    """Whether the dialect keeps :data:`DOCUMENTS` (it does where it keeps a tail, and
+    where it says so: ``Dialect.lexical_documents``)."""
+    return d is not None and (d.lexical_tail is not None or d.lexical_documents)
 
 
 def packed(counts: Counter[str]) -> str:
@@ -125,20 +136,25 @@ def _stored(tx: Tx, namespace: str, rowid: int) -> Document | None:
 
 
 def _sums(
-    d: Dialect, w: Weights, namespace: str, *, content_hash: bool = False
+    d: Dialect, w: Weights, namespace: str, tail: Scores, *, content_hash: bool = False
 ) -> tuple[str, list[Any]]:
     """Each current record's score summed over the query's terms, as rows (namespace,
-    record, [content_hash NULL,] score) from every postings table, and the parameters."""
+    record, [content_hash NULL,] score) from the postings and the tail's scores
+    (:func:`_tail_scores`, passed as one JSON parameter: only a SQLite store has a
+    tail), and the parameters."""
     values, score = _term_scores(d, w)
     hashed = " CAST(NULL AS TEXT) AS content_hash," if content_hash else ""
-    branches = [
+    sql = (
         f" SELECT p.namespace, p.record,{hashed} sum({score}) AS score"
-        f" FROM (VALUES {values}) q JOIN {table} p"
+        f" FROM (VALUES {values}) q JOIN {MAIN} p"
         " ON p.namespace = ? AND p.term = q.column1"
         " GROUP BY p.namespace, p.record"
-        for table in tiers(d)
-    ]
-    return " UNION ALL".join(branches), _term_params(w, namespace) * len(branches)
+    )
+    params = _term_params(w, namespace)
+    if tail:
+        sql += f" UNION ALL SELECT ?, CAST(key AS INTEGER),{hashed} value FROM json_each(?)"
+        params += [namespace, json.dumps(tail)]
+    return sql, params
 
 
 def _term_scores(d: Dialect, w: Weights) -> tuple[str, str]:
@@ -172,6 +188,167 @@ def weights(
     )
 
 
+#: The tail's documents' scores for one query: record rowid -> score (1/SCALE units).
+Scores = dict[int, int]
+#: A document of the tail as a merge takes it: (record, namespace, counts, length).
+Held = tuple[int, str, Counter[str], int]
+#: The tail's postings of a query's terms: term -> [(record, tf, length)].
+TailPostings = dict[str, list[tuple[int, int, int]]]
+
+
+class Tail:
+    """A process's copy of the tail's documents (:data:`TAIL`) by namespace and term,
+    refreshed inside each search's read transaction from the tail rows appended since
+    it last read (each row read with its record's document as it is now: none once the
+    record is gone, so a removal is read as one), and given the documents this
+    process's writes appended once they commit (:meth:`written`: the writer's own
+    counts, never parsed again). A merge empties the tail whole and a seq is never used
+    twice, so when the first row the copy read is gone, the copy starts again from what
+    is left. A read whose snapshot is older than the copy (a thread that began before
+    another's refresh), or one inside a write transaction (``writing()``: whose rows may
+    yet be rolled back, and their seqs used again), reads the whole tail for itself.
+
+    Each document is held with the seq of the last tail row read for its record: a
+    document changes only with a new row, so a merge takes the copy's counts of every
+    record whose last row it holds (:meth:`parsed`) and reads only the others."""
+
+    def __init__(
+        self,
+        writing: Callable[[], bool] = lambda: False,
+        on_commit: Callable[[Callable[[], None]], None] | None = None,
+    ) -> None:
+        self._writing = writing
+        self.on_commit = on_commit
+        self._lock = threading.Lock()
+        self._first: int | None = None
+        self._seen = 0
+        #: record -> (namespace, counts, length, seq of its last row)
+        self._documents: dict[int, tuple[str, Counter[str], int, int]] = {}
+        self._index: dict[tuple[str, str], dict[int, int]] = {}
+        #: documents held but not in ``_index`` yet (the writer's: a search indexes them)
+        self._unindexed: dict[int, None] = {}
+
+    def postings(self, tx: Tx, namespace: str, terms: Iterable[str]) -> TailPostings:
+        """The tail's postings of ``terms`` in ``namespace``, as of ``tx``'s snapshot."""
+        (first, last) = tx.execute(f"SELECT min(seq), max(seq) FROM {TAIL}").fetchone()
+        if self._writing():
+            return Tail()._read(tx, first, last, namespace, terms)
+        with self._lock:
+            if first is not None and first == self._first and last < self._seen:
+                return Tail()._read(tx, first, last, namespace, terms)  # the copy is ahead
+            return self._read(tx, first, last, namespace, terms)
+
+    def parsed(self, latest: Iterable[tuple[int, int]]) -> dict[int, Held]:
+        """The document of each ``(record, seq)`` the copy holds as of that seq (its
+        record's last row)."""
+        found: dict[int, Held] = {}
+        with self._lock:
+            documents = self._documents
+            for record, seq in latest:
+                held = documents.get(record)
+                if held is not None and held[3] == seq:
+                    found[record] = (record, held[0], held[1], held[2])
+        return found
+
+    def written(
+        self,
+        namespace: str,
+        rows: Sequence[tuple[int, Document | None]],
+        last: int,
+        first_of_tail: int,
+        merged: bool,
+    ) -> None:
+        """A committed write appended ``rows`` (record, its document or None) to the
+        tail as its last rows (seqs up to ``last``), the tail then starting at
+        ``first_of_tail``; ``merged``: and then merged the tail."""
+        first = last - len(rows) + 1
+        with self._lock:
+            if merged or first == first_of_tail:  # the tail is nothing, or these rows
+                self._clear()
+                if merged:
+                    return
+                self._first, self._seen = first, first - 1
+            if self._first != first_of_tail or self._seen != first - 1:
+                return  # a search reads them
+            for offset, (record, document) in enumerate(rows):
+                self._drop(record)
+                if document is not None and document[0]:
+                    counts, length = document
+                    self._documents[record] = (namespace, counts, length, first + offset)
+                    self._unindexed[record] = None
+            self._seen = last
+
+    def _clear(self) -> None:
+        self._documents.clear()
+        self._index.clear()
+        self._unindexed.clear()
+        self._first = None
+
+    def _drop(self, record: int) -> None:
+        old = self._documents.pop(record, None)
+        if old is None:
+            return
+        if record in self._unindexed:  # held, not indexed yet
+            del self._unindexed[record]
+            return
+        for term in old[1]:
+            held = self._index[(old[0], term)]
+            del held[record]
+            if not held:
+                del self._index[(old[0], term)]
+
+    def _add(self, record: int, namespace: str, counts: Counter[str]) -> None:
+        index = self._index
+        for term, tf in counts.items():
+            found = index.get((namespace, term))
+            if found is None:
+                index[(namespace, term)] = {record: tf}
+            else:
+                found[record] = tf
+
+    def _read(
+        self, tx: Tx, first: int | None, last: int | None, namespace: str, terms: Iterable[str]
+    ) -> TailPostings:
+        self._refresh(tx, first, last)
+        documents = self._documents
+        if self._unindexed:
+            for record in self._unindexed:
+                held = documents[record]
+                self._add(record, held[0], held[1])
+            self._unindexed.clear()
+        found: TailPostings = {}
+        for term in terms:
+            postings = self._index.get((namespace, term))
+            if postings:
+                found[term] = [
+                    (record, tf, documents[record][2]) for record, tf in postings.items()
+                ]
+        return found
+
+    def _refresh(self, tx: Tx, first: int | None, last: int | None) -> None:
+        if first is None or last is None:  # empty: merged (or never written)
+            self._clear()
+            return
+        if first != self._first:  # merged since (or a first read): all of it anew
+            self._clear()
+            self._first, self._seen = first, first - 1
+        if last <= self._seen:
+            return
+        rows = tx.execute(
+            f"SELECT t.seq, t.record, x.namespace, x.terms, x.length FROM {TAIL} t"
+            f" LEFT JOIN {DOCUMENTS} x ON x.record = t.record WHERE t.seq > ? AND t.seq <= ?"
+            " ORDER BY t.seq",
+            (self._seen, last),
+        )
+        for seq, record, namespace, text, length in rows:
+            self._drop(record)
+            if namespace is not None:
+                counts = Counter(str(text).split())
+                self._documents[record] = (namespace, counts, int(length), int(seq))
+                self._unindexed[record] = None
+        self._seen = last
+
+
 # -- search -------------------------------------------------------------------------
 
 
@@ -193,22 +370,17 @@ def search(d: Dialect, lane: Lane) -> list[tuple[Record, float]]:
     # a snapshot where a scope copy may decide the scope: the copy, the postings and the
     # rows read are then one state of the file
     copied = lane.known_at is None and d.has_scope_copy
-    with d.db.snapshot() if copied or lane.known_at is not None else d.db.read() as tx:
-        fresh, fresh_params = "", list[Any]()
-        if d.fresh_postings is not None:  # whose records count in no df until merged
-            fresh_test, fresh_params = d.in_list("term", sorted(candidates))
-            fresh = (
-                " UNION ALL SELECT NULL, NULL, NULL, term, count(*)"
-                f" FROM {d.fresh_postings} WHERE namespace = ? AND {fresh_test} GROUP BY term"
-            )
-            fresh_params = [namespace, *fresh_params]
+    # one snapshot where the tail's copy is read too: its documents and the postings
+    # are then one state of the file
+    one_state = copied or lane.known_at is not None or d.lexical_tail is not None
+    with d.db.snapshot() if one_state else d.db.read() as tx:
         rows = tx.execute(
             "SELECT s.language, s.documents, s.length, t.term, t.df FROM lexical_stats s"
             f" LEFT JOIN lexical_terms t ON t.namespace = s.namespace AND {test}"
-            f" WHERE s.namespace = ?{fresh}",
-            [*test_params, namespace, *fresh_params],
+            " WHERE s.namespace = ?",
+            [*test_params, namespace],
         ).fetchall()
-        stats = next((row for row in rows if row[0] is not None), None)
+        stats = rows[0] if rows else None
         if stats is None or not stats[1]:
             return []
         language, documents, length = stats[0], int(stats[1]), int(stats[2])
@@ -216,33 +388,61 @@ def search(d: Dialect, lane: Lane) -> list[tuple[Record, float]]:
         for row in rows:
             if row[3] is not None:
                 df[row[3]] += int(row[4])
+        tailed: TailPostings = {}
+        if d.lexical_tail is not None:  # whose documents count in no df until merged
+            tailed = d.lexical_tail.postings(tx, namespace, candidates)
+            df.update({term: len(found) for term, found in tailed.items()})
         terms = query_terms(text, language)
         if lane.known_at is not None:
-            found = _known(d, tx, lane, weights(documents, length, df, terms, known=True))
+            w = weights(documents, length, df, terms, known=True)
+            found = _known(d, tx, lane, w, _tail_scores(w, tailed))
         else:
             w = weights(documents, length, df, terms)
             if not w.terms:
                 return []
+            tail = _tail_scores(w, tailed)
             tester = d.scope_test(tx, namespace, request, lane.window) if copied else None
-            ranked = _ranked_in_copy(d, tx, lane, w, tester) if tester is not None else None
+            ranked = _ranked_in_copy(d, tx, lane, w, tail, tester) if tester is not None else None
             if ranked is not None:
                 found = ranked
             else:
                 where, params = scope_clause(d, "r", namespace, request, lane.window,
                                              probed=True)  # fmt: skip
-                rows = _ranked(d, tx, namespace, w, where, params, lane.limit)
+                rows = _ranked(d, tx, namespace, w, tail, where, params, lane.limit)
                 found = hits(rows, request, lambda row: int(row[-1]) / SCALE)
     result = LexicalHits(found)
     result.terms, result.language = tuple(terms), language
     return result
 
 
+def _tail_scores(w: Weights, tailed: TailPostings) -> Scores:
+    """The tail's documents' scores (:data:`Scores`) for the query: each term's part
+    computed as the SQL expression of :func:`_term_scores` computes it (the same IEEE
+    double operations in the same order, cut toward zero), so the sums are those the
+    postings would give."""
+    scores: Scores = {}
+    base, per_length = w.base, w.per_length
+    for term, weight in w.terms:
+        for record, tf, length in tailed.get(term, ()):
+            scores[record] = scores.get(record, 0) + int(
+                weight * tf / (tf + base + per_length * length)
+            )
+    return scores
+
+
 def _ranked(
-    d: Dialect, tx: Tx, namespace: str, w: Weights, where: str, params: list[Any], limit: int
+    d: Dialect,
+    tx: Tx,
+    namespace: str,
+    w: Weights,
+    tail: Scores,
+    where: str,
+    params: list[Any],
+    limit: int,
 ) -> list[Any]:
     """The best ``limit`` current rows (``records`` aliased ``r``, within ``where``) by
-    the postings, each row ``COLUMNS`` and the score in units of 1/SCALE."""
-    sums, sum_params = _sums(d, w, namespace)
+    the postings and the tail, each row ``COLUMNS`` and the score in units of 1/SCALE."""
+    sums, sum_params = _sums(d, w, namespace, tail)
     return list(
         tx.execute(
             f"SELECT {prefixed('r')}, s.score FROM ({sums}) s"
@@ -254,25 +454,30 @@ def _ranked(
 
 
 def _ranked_in_copy(
-    d: Dialect, tx: Tx, lane: Lane, w: Weights, tester: Callable[[np.ndarray], np.ndarray | None]
+    d: Dialect,
+    tx: Tx,
+    lane: Lane,
+    w: Weights,
+    tail: Scores,
+    tester: Callable[[np.ndarray], np.ndarray | None],
 ) -> list[tuple[Record, float]] | None:
     """:func:`_ranked` with the scope decided by the dialect's scope copy: each of the
     query terms' postings is read with its part of the score (computed by the same SQL
     expression, a whole number) as one text value, summed per record in numpy (integers:
-    the same sums in any order), and only the records with a posting are tested
-    against the scope (``tester``, the dialect's scope copy). None when
-    the copy cannot decide it."""
+    the same sums in any order) with the tail's, and only the records with a posting or
+    a tail score are tested against the scope (``tester``, the dialect's scope copy).
+    None when the copy cannot decide it."""
     values, score = _term_scores(d, w)
-    branches = " UNION ALL".join(
-        f" SELECT p.record || ',' || {score} AS x FROM (VALUES {values}) q JOIN {table} p"
-        " ON p.namespace = ? AND p.term = q.column1"
-        for table in tiers(d)
-    )
     (listed,) = tx.execute(
-        f"SELECT group_concat(x) FROM ({branches})",
-        _term_params(w, lane.namespace) * len(tiers(d)),
+        f"SELECT group_concat(x) FROM (SELECT p.record || ',' || {score} AS x"
+        f" FROM (VALUES {values}) q JOIN {MAIN} p ON p.namespace = ? AND p.term = q.column1)",
+        _term_params(w, lane.namespace),
     ).fetchone()
     postings = np.fromstring(listed or "", dtype=np.int64, sep=",").reshape(-1, 2)
+    if tail:
+        postings = np.concatenate(
+            [postings, np.array(list(tail.items()), dtype=np.int64).reshape(-1, 2)]
+        )
     in_scope = tester(postings[:, 0])
     if in_scope is None:
         return None
@@ -318,23 +523,24 @@ def _best_by_id(
     return rowids[chosen], sums[chosen]
 
 
-def _known(d: Dialect, tx: Tx, lane: Lane, w: Weights) -> list[tuple[Record, float]]:
+def _known(d: Dialect, tx: Tx, lane: Lane, w: Weights, tail: Scores) -> list[tuple[Record, float]]:
     """BM25 over the records as known at ``lane.known_at``, with the namespace's
     statistics of now (the same N, mean length and df the current lane uses; a query
     term no current record holds counts as held by one record, so a word only a past
     version held still finds it). Current rows recorded by then are ranked from their
-    postings; a replaced version (``record_past``) from its record's postings when it
-    held the content the record holds now, else from the postings kept for its own
-    content (``past_postings``, by hash). Each record has one version at an instant,
-    so the two best-``limit`` lists merge without duplicates."""
+    postings (and the tail's scores); a replaced version (``record_past``) from its
+    record's current ones when it held the content the record holds now, else from
+    the postings kept for its own content (``past_postings``, by hash). Each record has
+    one version at an instant, so the two best-``limit`` lists merge without
+    duplicates."""
     assert lane.known_at is not None
     if not w.terms:
         return []
     current, replaced = known_scope(
         d, "r", lane.namespace, lane.request, lane.window, lane.known_at, probed=True
     )
-    rows = _ranked(d, tx, lane.namespace, w, current.where, current.params, lane.limit)
-    sums, sum_params = _sums(d, w, lane.namespace, content_hash=True)
+    rows = _ranked(d, tx, lane.namespace, w, tail, current.where, current.params, lane.limit)
+    sums, sum_params = _sums(d, w, lane.namespace, tail, content_hash=True)
     values, score = _term_scores(d, w)
     rows += tx.execute(
         f"SELECT {prefixed('r', 'record')}, s.score FROM ({sums}"
@@ -388,6 +594,8 @@ class LexicalWrites:
     _df: Counter[str] = field(default_factory=Counter)
     _documents: int = 0
     _length: int = 0
+    #: Records whose document went to or left the tail (or whose merged one went).
+    _tailed: set[int] = field(default_factory=set)
 
     def language(self) -> str:
         if self._language is None:
@@ -445,7 +653,7 @@ class LexicalWrites:
     def _put(self, rowid: int, document: Document) -> None:
         counts, length = document
         self._pending[rowid] = document
-        if self.d.fresh_postings is None:  # fresh postings count at their merge
+        if self.d.lexical_tail is None:  # a tail's documents count at their merge
             self._df.update(counts.keys())
         self._length += length
 
@@ -453,7 +661,7 @@ class LexicalWrites:
         pending = self._pending.pop(rowid, None)
         if pending is not None:
             counts, length = pending
-            terms: Iterable[str] = counts.keys() if self.d.fresh_postings is None else ()
+            terms: Iterable[str] = counts.keys() if self.d.lexical_tail is None else ()
         elif documented(self.d):
             stored = _stored(self.tx, self.namespace, rowid)
             terms, length = [], 0
@@ -463,15 +671,16 @@ class LexicalWrites:
                     f"DELETE FROM {DOCUMENTS} WHERE namespace = ? AND record = ?",
                     (self.namespace, rowid),
                 )
-            fresh = 0
+            if self.d.lexical_tail is not None:
+                self._tailed.add(rowid)  # a copy of the tail learns it is gone
+            merged = 0
             for chunk in chunks(sorted(terms), 500):
                 test, params = self.d.in_list("term", chunk)
-                for table in tiers(self.d):  # the record's postings are in one of them
-                    fresh += self.tx.execute(
-                        f"DELETE FROM {table} WHERE namespace = ? AND {test} AND record = ?",
-                        [self.namespace, *params, rowid],
-                    ).rowcount * (table != MAIN)
-            if fresh:  # fresh postings are in no df yet
+                merged += self.tx.execute(
+                    f"DELETE FROM {MAIN} WHERE namespace = ? AND {test} AND record = ?",
+                    [self.namespace, *params, rowid],
+                ).rowcount
+            if not merged:  # a document of the tail: in no df yet
                 terms = []
         else:
             rows = self.tx.execute(
@@ -487,10 +696,13 @@ class LexicalWrites:
         self._length -= length
 
     def flush(self) -> None:
-        """Writes the postings and counts this transaction changed."""
+        """Writes the documents (or postings) and counts this transaction changed."""
         ns = self.namespace
-        written = _insert_postings(self.tx, ns, self._pending, self.d)
-        self._pending.clear()
+        written = self._pending
+        if self.d.lexical_tail is not None:
+            self._tailed.update(written)
+        _insert_postings(self.tx, ns, written, self.d)
+        self._pending = {}
         changed = sorted((term, delta) for term, delta in self._df.items() if delta)
         if changed:
             self.d.add_term_counts(self.tx, ns, changed)
@@ -510,49 +722,89 @@ class LexicalWrites:
             )
         self._df.clear()
         self._documents = self._length = 0
-        if written and self.d.fresh_postings is not None:
-            (total,) = self.tx.execute(
-                f"UPDATE {self.d.fresh_postings}_written SET rows = rows + ? RETURNING rows",
-                (written,),
-            ).fetchone()
-            if total >= FRESH_ROWS and merge_due(self.tx, total):
-                merge_fresh(self.d, self.tx)
+        if self._tailed:
+            self._append(written)
+
+    def _append(self, written: dict[int, Document]) -> None:
+        """Appends the changed records to the tail, merges it when due, and has the
+        process's copy of the tail take the documents once the write commits."""
+        tail = self.d.lexical_tail
+        assert tail is not None
+        records = sorted(self._tailed)
+        self._tailed.clear()
+        self.tx.executemany(f"INSERT INTO {TAIL} (record) VALUES (?)", [(r,) for r in records])
+        (first, last) = self.tx.execute(f"SELECT min(seq), max(seq) FROM {TAIL}").fetchone()
+        merged = merge_due(int(last) - int(first) + 1, self.tx)
+        if merged:
+            ns = self.namespace
+            merge_tail(self.d, self.tx, {r: (r, ns, *doc) for r, doc in written.items()})
+        if tail.on_commit is not None:
+            rows = [(r, written.get(r)) for r in records]
+            ns = self.namespace
+            tail.on_commit(lambda: tail.written(ns, rows, int(last), int(first), merged))
 
 
-def merge_due(tx: Tx, fresh: int) -> bool:
-    """Whether ``fresh`` postings (at least :data:`FRESH_ROWS`) are due to be merged.
+def merge_due(rows: int, tx: Tx) -> bool:
+    """Whether the tail, of ``rows`` rows, is due to be merged.
 
-    A merge rewrites pages of :data:`MAIN` in proportion to its size, and each batch
-    rewrites pages of the fresh table in proportion to the fresh table's: per batch,
-    the sum is least when merges come after a number of batches that grows as the
-    square root of :data:`MAIN`. So the bound grows as ``sqrt(FRESH_ROWS * merged /
-    4)`` (64,000 up to ~270,000 merged postings, a 30k-record store; ~120,000 at 100k
-    records, ~380,000 at 1M), the merged postings estimated by the terms of every
-    namespace's records (counted once for each time a record holds them) less the
-    fresh ones. When to merge never changes what a search finds."""
-    (terms,) = tx.execute("SELECT coalesce(sum(length), 0) FROM lexical_stats").fetchone()
-    merged = max(int(terms) - fresh, 0)
-    return fresh * fresh * 4 >= FRESH_ROWS * merged
+    A merge rewrites pages of :data:`MAIN` in proportion to its size, so per batch it
+    costs least when merges come after a number of batches that grows as the square
+    root of the store, while a search's first copy of the tail reads all of it. So the
+    bound on the tail's rows grows as ``sqrt(TAIL_ROWS * merged / 4)`` (8,000 up to
+    32,000 merged records; ~14,000 at 100k records), up to :data:`TAIL_MAX` (from 800k
+    records on), the merged documents estimated by every namespace's records less the
+    tail's rows. When to merge never changes what a search finds."""
+    if rows < TAIL_ROWS:
+        return False
+    if rows >= TAIL_MAX:
+        return True
+    (documents,) = tx.execute("SELECT coalesce(sum(documents), 0) FROM lexical_stats").fetchone()
+    merged = max(int(documents) - rows, 0)
+    return rows * rows * 4 >= TAIL_ROWS * merged
 
 
-def merge_fresh(d: Dialect, tx: Tx) -> None:
-    """Moves every fresh posting (of every namespace) into :data:`MAIN`, in the order
-    of its key."""
-    fresh = d.fresh_postings
-    if fresh is None:
+def merge_tail(d: Dialect, tx: Tx, own: dict[int, Held] | None = None) -> None:
+    """Moves every document of the tail (of every namespace) into :data:`MAIN`, in the
+    order of its key, and empties the tail. The documents' counts come from ``own``
+    (the write's), else from the process's copy
+    of the tail where it holds the record's last row, else from :data:`DOCUMENTS`."""
+    latest = [(int(r), int(seq)) for r, seq in
+              tx.execute(f"SELECT record, max(seq) FROM {TAIL} GROUP BY record")]  # fmt: skip
+    if not latest:
         return
-    columns = ", ".join(POSTING_COLUMNS)
-    tx.execute(  # WHERE true: the upsert's ON is not read as a join's
-        "INSERT INTO lexical_terms (namespace, term, df)"
-        f" SELECT namespace, term, count(*) FROM {fresh} WHERE true GROUP BY namespace, term"
-        " ON CONFLICT (namespace, term) DO UPDATE SET df = lexical_terms.df + excluded.df"
+    own = own or {}
+    copied = d.lexical_tail.parsed(latest) if d.lexical_tail is not None else {}
+    found = [own.get(r) or copied.get(r) for r, _ in latest]
+    unknown = [r for (r, _), held in zip(latest, found, strict=True) if held is None]
+    documents = [held for held in found if held is not None]
+    for chunk in chunks(unknown, 500):
+        test, params = d.in_list("record", chunk)
+        rows = tx.execute(
+            f"SELECT record, namespace, terms, length FROM {DOCUMENTS} WHERE {test}", params
+        )
+        documents += [(int(record), str(namespace), Counter(str(text).split()), int(length))
+                      for record, namespace, text, length in rows]  # fmt: skip
+    documents.sort(key=itemgetter(0))
+    by_term: dict[tuple[str, str], list[tuple[str, str, int, int, int]]] = {}
+    for record, namespace, counts, length in documents:  # by record: each term's in order
+        for term, tf in counts.items():
+            posting = (namespace, term, record, tf, length)
+            run = by_term.get((namespace, term))
+            if run is None:
+                by_term[(namespace, term)] = [posting]
+            else:
+                run.append(posting)
+    keys = sorted(by_term)
+    tx.executemany(
+        "INSERT INTO lexical_terms (namespace, term, df) VALUES (?, ?, ?)"
+        " ON CONFLICT (namespace, term) DO UPDATE SET df = lexical_terms.df + excluded.df",
+        [(namespace, term, len(by_term[(namespace, term)])) for namespace, term in keys],
     )
-    tx.execute(
-        f"INSERT INTO {MAIN} ({columns}) SELECT {columns} FROM {fresh}"
-        " ORDER BY namespace, term, record"
+    tx.executemany(
+        f"INSERT INTO {MAIN} ({', '.join(POSTING_COLUMNS)}) VALUES (?, ?, ?, ?, ?)",
+        chain.from_iterable(by_term[key] for key in keys),
     )
-    tx.execute(f"DELETE FROM {fresh}")
-    tx.execute(f"UPDATE {fresh}_written SET rows = 0")
+    tx.execute(f"DELETE FROM {TAIL}")
 
 
 # -- indexing a whole namespace -----------------------------------------------------
@@ -575,6 +827,11 @@ def _insert_postings(
     if not documents:
         return 0
     if content_hash is None:
+        if d is not None and d.lexical_tail is not None:  # the tail's: documents alone
+            docs = _documents(namespace, documents)
+            if docs:
+                d.insert_rows(tx, DOCUMENTS, DOCUMENT_COLUMNS, docs)
+            return 0
         rows = [
             (namespace, term, rowid, tf, length)
             for rowid, (counts, length) in documents.items()
@@ -584,7 +841,7 @@ def _insert_postings(
             return 0
         rows.sort(key=_TERM_AND_RECORD)  # in the key's order: each lands beside the last
         if d is not None:  # a write's postings, as its dialect inserts rows
-            d.insert_rows(tx, d.fresh_postings or MAIN, POSTING_COLUMNS, rows)
+            d.insert_rows(tx, MAIN, POSTING_COLUMNS, rows)
             if documented(d):
                 d.insert_rows(tx, DOCUMENTS, DOCUMENT_COLUMNS, _documents(namespace, documents))
         else:
@@ -640,10 +897,12 @@ def index_past(tx: Tx) -> None:
 
 def reindex(tx: Tx, namespace: str, language: str, d: Dialect | None = None) -> None:
     """Indexes every record of ``namespace`` anew in ``language`` (in ``tx``; ``d``:
-    the store's dialect, whose fresh postings go too; without it, at a migration
-    before they existed)."""
-    fresh = [d.fresh_postings] if d is not None and d.fresh_postings else []
-    for table in (MAIN, *fresh, "lexical_terms", "lexical_stats"):
+    the store's dialect, whose tail is merged first, so the namespace's documents are
+    all in :data:`MAIN` and no copy of the tail holds one; without it, at a migration
+    before there was a tail)."""
+    if d is not None and d.lexical_tail is not None:
+        merge_tail(d, tx)
+    for table in (MAIN, "lexical_terms", "lexical_stats"):
         tx.execute(f"DELETE FROM {table} WHERE namespace = ?", (namespace,))
     if documented(d):
         tx.execute(
@@ -705,25 +964,30 @@ def set_language(d: Dialect, tx: Tx, namespace: str, wanted: str) -> bool:
 
 def integrity(read: Any, tables: Sequence[str] = (MAIN,), *, documents: bool = False) -> Finding:
     """The lexical rows agree with the records: ``read(sql)`` returns rows; ``tables``:
-    the postings tables (:func:`tiers`), each record's postings counted once;
-    ``documents``: whether :data:`DOCUMENTS` is kept (:func:`documented`)."""
-
-    def each(sql: str) -> str:  # a count over every postings table, p standing for each
-        return " + ".join(f"({sql.format(postings=table)})" for table in tables)
-
+    where the current documents are (:func:`tiers`: the postings, and :data:`TAIL`
+    where there is one); ``documents``: whether :data:`DOCUMENTS` is kept
+    (:func:`documented`)."""
+    tail = TAIL in tables
+    in_tail = f"x.record IN (SELECT record FROM {TAIL})"
+    tail_length = (
+        f" + (SELECT coalesce(sum(x.length), 0) FROM {DOCUMENTS} x"
+        f" WHERE x.namespace = s.namespace AND {in_tail})"
+        if tail
+        else ""
+    )
     found = Finding("full-text index")
     checks: tuple[tuple[str, str], ...] = (
         ("postings of no record",
-         "SELECT " + each("SELECT count(*) FROM {postings} p WHERE NOT EXISTS (SELECT 1 FROM"
-                          " records r WHERE r.namespace = p.namespace AND r.rowid = p.record)")),
+         f"SELECT count(*) FROM {MAIN} p WHERE NOT EXISTS (SELECT 1 FROM"
+         " records r WHERE r.namespace = p.namespace AND r.rowid = p.record)"),
         ("namespaces whose record count is off",
          "SELECT count(*) FROM lexical_stats s WHERE s.documents <> (SELECT count(*)"
          " FROM records r WHERE r.namespace = s.namespace)"),
         ("namespaces whose total length is off",
          "SELECT count(*) FROM lexical_stats s WHERE s.length <> "
-         + each("SELECT coalesce(sum(l), 0) FROM (SELECT max(p.length) AS l FROM {postings} p"
-                " WHERE p.namespace = s.namespace GROUP BY p.record) x")),
-        ("terms whose record count is off",  # fresh postings count once merged
+         f"(SELECT coalesce(sum(l), 0) FROM (SELECT max(p.length) AS l FROM {MAIN} p"
+         f" WHERE p.namespace = s.namespace GROUP BY p.record) x){tail_length}"),
+        ("terms whose record count is off",  # the tail's documents count once merged
          "SELECT count(*) FROM lexical_terms t WHERE t.df <> "
          f"(SELECT count(*) FROM {MAIN} p WHERE p.namespace = t.namespace"
          " AND p.term = t.term)"),
@@ -731,7 +995,15 @@ def integrity(read: Any, tables: Sequence[str] = (MAIN,), *, documents: bool = F
          "SELECT count(DISTINCT r.namespace) FROM records r WHERE NOT EXISTS"
          " (SELECT 1 FROM lexical_stats s WHERE s.namespace = r.namespace)"),
     )  # fmt: skip
+    if tail:
+        checks += (
+            ("documents of the tail with postings too",
+             f"SELECT count(*) FROM {DOCUMENTS} x WHERE {in_tail} AND EXISTS (SELECT 1"
+             f" FROM {MAIN} p WHERE p.namespace = x.namespace AND p.record = x.record"
+             " AND p.term = substr(x.terms, 1, instr(x.terms || ' ', ' ') - 1))"),
+        )  # fmt: skip
     if documents:
+        merged = f" AND NOT {in_tail}" if tail else ""
         checks += (
             ("documents of no record",
              f"SELECT count(*) FROM {DOCUMENTS} x WHERE NOT EXISTS (SELECT 1 FROM records r"
@@ -742,9 +1014,8 @@ def integrity(read: Any, tables: Sequence[str] = (MAIN,), *, documents: bool = F
             ("namespaces whose documents' terms are off",
              "SELECT count(*) FROM lexical_stats s WHERE (SELECT coalesce(sum(length(x.terms)"
              " - length(replace(x.terms, ' ', '')) + 1), 0) FROM"
-             f" {DOCUMENTS} x WHERE x.namespace = s.namespace) <> "
-             + each("SELECT coalesce(sum(p.tf), 0) FROM {postings} p"
-                    " WHERE p.namespace = s.namespace")),
+             f" {DOCUMENTS} x WHERE x.namespace = s.namespace{merged}) <> "
+             f"(SELECT coalesce(sum(p.tf), 0) FROM {MAIN} p WHERE p.namespace = s.namespace)"),
         )  # fmt: skip
     for label, sql in checks:
         count = read(sql)[0][0]

@@ -150,11 +150,13 @@ class Transaction:
     point at them), then each statement's in the order first deferred.
     Everything else is the sqlite3 connection's (``raw``)."""
 
-    __slots__ = ("pending", "raw")
+    __slots__ = ("committed", "pending", "raw")
 
     def __init__(self, raw: sqlite3.Connection) -> None:
         self.raw = raw
         self.pending: dict[tuple[int, str], Deferred] = {}
+        #: What to run once the transaction has committed (:meth:`Database.on_commit`).
+        self.committed: list[Callable[[], None]] = []
 
     def defer(
         self, sql: str, rows: Sequence[Sequence[Any]], *, after: str | None = None,
@@ -235,10 +237,12 @@ class Database:
             name = f"sp{depth}"
             tx.execute(f"SAVEPOINT {name}")
             self._local.depth = depth + 1
+            hooks = len(tx.committed)
             try:
                 yield tx
             except BaseException:
                 tx.discard()  # rows held back since the savepoint
+                del tx.committed[hooks:]
                 conn.execute(f"ROLLBACK TO {name}")
                 conn.execute(f"RELEASE {name}")
                 raise
@@ -264,6 +268,17 @@ class Database:
             finally:
                 self._local.depth = 0
                 self._local.tx = None
+            for hook in tx.committed:
+                hook()
+
+    def writing(self) -> bool:
+        """Whether the calling thread is inside a write transaction."""
+        return getattr(self._local, "tx", None) is not None
+
+    def on_commit(self, hook: Callable[[], None]) -> None:
+        """Runs ``hook`` once the calling thread's write transaction has committed (never
+        if it, or the savepoint it was called in, rolls back)."""
+        self._local.tx.committed.append(hook)
 
     def read(self) -> _Reading:
         """The calling thread's connection (autocommit: each statement on its own)."""

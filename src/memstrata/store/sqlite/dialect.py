@@ -1,6 +1,7 @@
 """The SQLite dialect: one file, WAL, and an in-process matrix of the vectors
 (refreshed from the ``vectors`` table) for the vector lane. The lexical lane is the
-shared one (:mod:`memstrata.store.sql.lexical`).
+shared one (:mod:`memstrata.store.sql.lexical`), with a tail of documents not merged
+yet, which a search scores from an in-process copy (``lexical_tail``).
 
 A write transaction holds the file's write lock from its first statement
 (``BEGIN IMMEDIATE``), so rows need no locks of their own and a key needs no claim.
@@ -22,6 +23,7 @@ from memstrata.domain.records import Record
 from memstrata.domain.search import SearchRequest
 from memstrata.domain.time import Window, now_us
 from memstrata.store.base import SemanticHits
+from memstrata.store.sql import lexical
 from memstrata.store.sql.dialect import Dialect, Lane
 from memstrata.store.sql.maintenance import Finding
 from memstrata.store.sql.past import KEEP_ROW, keep_scope, known_rows
@@ -81,7 +83,6 @@ class SqliteDialect(Dialect):
     name = "sqlite"
     true = "1"
     membership = "in"
-    fresh_postings = "lexical_fresh"
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -89,6 +90,7 @@ class SqliteDialect(Dialect):
         self._vectors = VectorCache(path)
         self._scopes = ScopeCache()
         self._past = PastVectors()
+        self.lexical_tail = lexical.Tail(self.db.writing, self.db.on_commit)
         with translated(path):
             apply_migrations(self.db.conn(), now_us())
 

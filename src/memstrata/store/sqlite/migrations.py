@@ -540,6 +540,33 @@ def m011_lexical_documents(conn: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m012_lexical_tail(conn: sqlite3.Connection) -> None:
+    """A write's documents wait in ``lexical_docs`` alone, with no postings, until merged
+    (:mod:`memstrata.store.sql.lexical`): ``lexical_tail`` lists them, and a search
+    scores them itself. The fresh postings are merged here, and their table goes;
+    ``vectors_seq_all`` goes too (nothing reads vectors by seq across embedders)."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE lexical_tail (
+            seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+            record  INTEGER NOT NULL
+        );
+        INSERT INTO lexical_terms (namespace, term, df)
+            SELECT namespace, term, count(*) FROM lexical_fresh WHERE true
+            GROUP BY namespace, term
+            ON CONFLICT (namespace, term) DO UPDATE SET df = lexical_terms.df + excluded.df;
+        INSERT INTO lexical_postings (namespace, term, record, tf, length)
+            SELECT namespace, term, record, tf, length FROM lexical_fresh
+            ORDER BY namespace, term, record;
+        DROP TABLE lexical_fresh;
+        DROP TABLE lexical_fresh_written;
+        DROP INDEX vectors_seq_all;
+        """,
+    )
+
+
 def apply_migrations(conn: sqlite3.Connection, now: int) -> list[str]:
     """Applies what is missing, each in its own transaction. Returns the names applied."""
 
