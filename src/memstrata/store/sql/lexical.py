@@ -80,6 +80,9 @@ MAIN = "lexical_postings"
 #: never used twice, so a copy reads what was appended since it last read); also a
 #: removed or replaced record's row. Emptied whole by :func:`merge_tail`, and only so.
 TAIL = "lexical_tail"
+#: The tail's first and last seq (each its own min or max: SQLite reads one end of the
+#: key for each, where ``min(seq), max(seq)`` in one SELECT would read every row).
+_ENDS = f"SELECT (SELECT min(seq) FROM {TAIL}), (SELECT max(seq) FROM {TAIL})"
 #: The tail is merged at the end of the write that brings it to at least this many
 #: rows, or more in a large store (:func:`merge_due`), and at most :data:`TAIL_MAX`.
 TAIL_ROWS = 8_000
@@ -151,9 +154,10 @@ def _sums(
         " GROUP BY p.namespace, p.record"
     )
     params = _term_params(w, namespace)
-    if tail:
+    summed = _summed(tail)
+    if summed:
         sql += f" UNION ALL SELECT ?, CAST(key AS INTEGER),{hashed} value FROM json_each(?)"
-        params += [namespace, json.dumps(tail)]
+        params += [namespace, json.dumps(summed)]
     return sql, params
 
 
@@ -188,12 +192,14 @@ def weights(
     )
 
 
-#: The tail's documents' scores for one query: record rowid -> score (1/SCALE units).
-Scores = dict[int, int]
+#: The tail's postings' parts of one query's scores (1/SCALE units): record rowids and
+#: their parts, one per posting (a record's summed by whoever ranks them).
+Scores = tuple[np.ndarray, np.ndarray]
 #: A document of the tail as a merge takes it: (record, namespace, counts, length).
 Held = tuple[int, str, Counter[str], int]
-#: The tail's postings of a query's terms: term -> [(record, tf, length)].
-TailPostings = dict[str, list[tuple[int, int, int]]]
+#: The tail's postings of a query's terms: term -> (records, tfs, lengths), arrays
+#: (int64, float64, float64).
+TailPostings = dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 
 class Tail:
@@ -224,13 +230,16 @@ class Tail:
         self._seen = 0
         #: record -> (namespace, counts, length, seq of its last row)
         self._documents: dict[int, tuple[str, Counter[str], int, int]] = {}
-        self._index: dict[tuple[str, str], dict[int, int]] = {}
+        #: namespace -> term -> {record: tf}
+        self._index: dict[str, dict[str, dict[int, int]]] = {}
+        #: ``_index`` entries as arrays (:data:`TailPostings`), made when first searched
+        self._arrays: dict[str, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
         #: documents held but not in ``_index`` yet (the writer's: a search indexes them)
         self._unindexed: dict[int, None] = {}
 
     def postings(self, tx: Tx, namespace: str, terms: Iterable[str]) -> TailPostings:
         """The tail's postings of ``terms`` in ``namespace``, as of ``tx``'s snapshot."""
-        (first, last) = tx.execute(f"SELECT min(seq), max(seq) FROM {TAIL}").fetchone()
+        (first, last) = tx.execute(_ENDS).fetchone()
         if self._writing():
             return Tail()._read(tx, first, last, namespace, terms)
         with self._lock:
@@ -281,6 +290,7 @@ class Tail:
     def _clear(self) -> None:
         self._documents.clear()
         self._index.clear()
+        self._arrays.clear()
         self._unindexed.clear()
         self._first = None
 
@@ -291,20 +301,30 @@ class Tail:
         if record in self._unindexed:  # held, not indexed yet
             del self._unindexed[record]
             return
+        index = self._index[old[0]]
+        arrays = self._arrays.get(old[0])
         for term in old[1]:
-            held = self._index[(old[0], term)]
+            held = index[term]
             del held[record]
             if not held:
-                del self._index[(old[0], term)]
+                del index[term]
+            if arrays:
+                arrays.pop(term, None)
 
     def _add(self, record: int, namespace: str, counts: Counter[str]) -> None:
-        index = self._index
+        index = self._index.get(namespace)
+        if index is None:
+            index = self._index[namespace] = {}
         for term, tf in counts.items():
-            found = index.get((namespace, term))
+            found = index.get(term)
             if found is None:
-                index[(namespace, term)] = {record: tf}
+                index[term] = {record: tf}
             else:
                 found[record] = tf
+        arrays = self._arrays.get(namespace)
+        if arrays:
+            for term in counts:
+                arrays.pop(term, None)
 
     def _read(
         self, tx: Tx, first: int | None, last: int | None, namespace: str, terms: Iterable[str]
@@ -317,12 +337,25 @@ class Tail:
                 self._add(record, held[0], held[1])
             self._unindexed.clear()
         found: TailPostings = {}
+        index = self._index.get(namespace)
+        if not index:
+            return found
+        made = self._arrays.get(namespace)
+        if made is None:
+            made = self._arrays[namespace] = {}
         for term in terms:
-            postings = self._index.get((namespace, term))
-            if postings:
-                found[term] = [
-                    (record, tf, documents[record][2]) for record, tf in postings.items()
-                ]
+            arrays = made.get(term)
+            if arrays is None:
+                postings = index.get(term)
+                if not postings:
+                    continue
+                count = len(postings)
+                arrays = made[term] = (
+                    np.fromiter(postings.keys(), np.int64, count),
+                    np.fromiter(postings.values(), np.float64, count),
+                    np.fromiter((documents[r][2] for r in postings), np.float64, count),
+                )
+            found[term] = arrays
         return found
 
     def _refresh(self, tx: Tx, first: int | None, last: int | None) -> None:
@@ -391,7 +424,7 @@ def search(d: Dialect, lane: Lane) -> list[tuple[Record, float]]:
         tailed: TailPostings = {}
         if d.lexical_tail is not None:  # whose documents count in no df until merged
             tailed = d.lexical_tail.postings(tx, namespace, candidates)
-            df.update({term: len(found) for term, found in tailed.items()})
+            df.update({term: found[0].shape[0] for term, found in tailed.items()})
         terms = query_terms(text, language)
         if lane.known_at is not None:
             w = weights(documents, length, df, terms, known=True)
@@ -416,18 +449,33 @@ def search(d: Dialect, lane: Lane) -> list[tuple[Record, float]]:
 
 
 def _tail_scores(w: Weights, tailed: TailPostings) -> Scores:
-    """The tail's documents' scores (:data:`Scores`) for the query: each term's part
-    computed as the SQL expression of :func:`_term_scores` computes it (the same IEEE
-    double operations in the same order, cut toward zero), so the sums are those the
-    postings would give."""
-    scores: Scores = {}
-    base, per_length = w.base, w.per_length
+    """The tail's postings' parts of the query's scores (:data:`Scores`): each computed
+    as the SQL expression of :func:`_term_scores` computes it (the same IEEE double
+    operations in the same order, element by element, cut toward zero), so the sums are
+    those the postings would give."""
+    records, parts = [_NO_ROWS], [_NO_ROWS]
     for term, weight in w.terms:
-        for record, tf, length in tailed.get(term, ()):
-            scores[record] = scores.get(record, 0) + int(
-                weight * tf / (tf + base + per_length * length)
-            )
-    return scores
+        found = tailed.get(term)
+        if found is not None:
+            held, tf, length = found
+            records.append(held)
+            parts.append((weight * tf / (tf + w.base + w.per_length * length)).astype(np.int64))
+    return np.concatenate(records), np.concatenate(parts)
+
+
+_NO_ROWS = np.zeros(0, np.int64)
+
+
+def _summed(tail: Scores) -> dict[int, int]:
+    """Each record's score from the tail's parts (integers: exact in any order)."""
+    records, parts = tail
+    if not records.shape[0]:
+        return {}
+    order = np.argsort(records, kind="stable")
+    ids = records[order]
+    starts = np.flatnonzero(np.concatenate([[True], ids[1:] != ids[:-1]]))
+    sums = np.add.reduceat(parts[order], starts)
+    return dict(zip(ids[starts].tolist(), sums.tolist(), strict=True))
 
 
 def _ranked(
@@ -474,10 +522,8 @@ def _ranked_in_copy(
         _term_params(w, lane.namespace),
     ).fetchone()
     postings = np.fromstring(listed or "", dtype=np.int64, sep=",").reshape(-1, 2)
-    if tail:
-        postings = np.concatenate(
-            [postings, np.array(list(tail.items()), dtype=np.int64).reshape(-1, 2)]
-        )
+    if tail[0].shape[0]:
+        postings = np.concatenate([postings, np.column_stack(tail)])
     in_scope = tester(postings[:, 0])
     if in_scope is None:
         return None
@@ -733,7 +779,7 @@ class LexicalWrites:
         records = sorted(self._tailed)
         self._tailed.clear()
         self.tx.executemany(f"INSERT INTO {TAIL} (record) VALUES (?)", [(r,) for r in records])
-        (first, last) = self.tx.execute(f"SELECT min(seq), max(seq) FROM {TAIL}").fetchone()
+        (first, last) = self.tx.execute(_ENDS).fetchone()
         merged = merge_due(int(last) - int(first) + 1, self.tx)
         if merged:
             ns = self.namespace
