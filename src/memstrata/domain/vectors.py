@@ -76,15 +76,22 @@ def unit(vector: np.ndarray | Sequence[float]) -> np.ndarray:
     return (wide / norm).astype(np.float32) if norm > 0 else data
 
 
-_PACKERS: dict[int, struct.Struct] = {}
+_PACKERS: dict[tuple[str, int], struct.Struct] = {}
 
 
-def _array_bytes(vector: np.ndarray, size: int) -> bytes:
-    """A one-dimensional array of ``size`` real numbers as native float64 bytes (what
-    packing its numbers one by one gives)."""
+def _packer(kind: str, size: int) -> struct.Struct:
+    """A packer of ``size`` native numbers of ``kind`` (``d`` float64, ``f`` float32)."""
+    packer = _PACKERS.get((kind, size))
+    if packer is None:
+        packer = _PACKERS[kind, size] = struct.Struct(f"={size}{kind}")
+    return packer
+
+
+def _real_vector(vector: np.ndarray, size: int) -> np.ndarray:
+    """``vector`` when it is a one-dimensional array of ``size`` real numbers."""
     if vector.ndim != 1 or vector.shape[0] != size or vector.dtype.kind not in "fiub":
         raise TypeError("not a vector of real numbers")
-    return vector.astype("=f8").tobytes()
+    return vector
 
 
 def unit_rows(
@@ -105,33 +112,43 @@ def unit_rows(
         return None
     if size == 0 or (dimensions is not None and size != dimensions):
         return None
-    packer = _PACKERS.get(size)
-    if packer is None:
-        packer = _PACKERS[size] = struct.Struct(f"={size}d")
     try:  # a vector of another size, or a value that is not a real number, is refused
-        data = b"".join([
-            _array_bytes(vector, size) if isinstance(vector, np.ndarray) else packer.pack(*vector)
-            for vector in vectors
-        ])  # fmt: skip
+        if not any(isinstance(vector, np.ndarray) for vector in vectors):
+            # each list's numbers packed as float32, as C casts a double (as unit()
+            # converts them); one too large for float32 is refused by the packing
+            pack = _packer("f", size).pack
+            data = b"".join([pack(*vector) for vector in vectors])
+            rows = np.frombuffer(data, dtype=np.float32).reshape(len(vectors), size)
+        else:  # each row converted as it is assigned (an array's values as astype gives)
+            wide = np.empty((len(vectors), size), dtype=np.float64)
+            pack = _packer("d", size).pack
+            for i, vector in enumerate(vectors):
+                wide[i] = (
+                    _real_vector(vector, size)
+                    if isinstance(vector, np.ndarray)
+                    else np.frombuffer(pack(*vector), dtype=np.float64)
+                )
+            if not np.isfinite(wide).all():
+                return None
+            with np.errstate(over="ignore"):  # too large for float32: the cast decides
+                rows = wide.astype(np.float32)
     except (struct.error, TypeError, ValueError, OverflowError):  # an int past float range, too
         return None
-    wide = np.frombuffer(data, dtype=np.float64).reshape(len(vectors), size)
-    if not np.isfinite(wide).all():
+    if not np.isfinite(rows).all():
         return None
-    if float(np.abs(wide).max()) <= _FLOAT32_MAX:
-        rows = wide.astype(np.float32)
-    else:  # large enough to be infinite as float32 (the cast decides, as one by one)
-        with np.errstate(over="ignore"):
-            rows = wide.astype(np.float32)
-        if not np.isfinite(rows).all():
-            return None
     if not rows.any(axis=1).all():  # all zeros as float32 holds them: no direction
         return None
     with np.errstate(over="ignore"):  # a norm out of float32's range is taken in float64
-        for i, row in enumerate(rows):  # each norm as unit() takes it, so the bits agree
-            norm = float(np.sqrt(row.dot(row)))
-            if norm > 0 and math.isfinite(norm):
-                row /= norm
-            else:
-                rows[i] = unit(wide[i])
+        # each norm as unit() takes it (one float32 dot per row: a matrix-wide sum
+        # adds in another order), so the bits agree; then one division for the batch
+        norms = np.sqrt(np.array([row.dot(row) for row in rows], dtype=np.float32))
+    usable = (norms > 0) & np.isfinite(norms)
+    if usable.all():
+        divided: np.ndarray = rows / norms[:, None]
+        return divided
+    rows = rows.copy()  # writable (a list batch's rows are its packed bytes)
+    for row in np.flatnonzero(usable):
+        rows[row] /= norms[row]
+    for row in np.flatnonzero(~usable):
+        rows[row] = unit(vectors[int(row)])
     return rows

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import threading
 import unicodedata
-from collections import Counter
+from collections import Counter, _count_elements  # type: ignore[attr-defined]
 
 import Stemmer
 
@@ -36,6 +36,9 @@ DEFAULT_LANGUAGE = ENGLISH
 MAX_TERM = 128
 
 _WORD = re.compile(r"[^\W_]+")
+#: :data:`_WORD` on lower-case ASCII text (the same runs, matched faster)
+_ASCII_WORD = re.compile(r"[a-z0-9]+")
+_LONG_WORD = re.compile(rf"[^\W_]{{{MAX_TERM + 1}}}")
 _LATIN_END = "\u0370"  # marks are stripped from letters below Greek: Latin and IPA
 
 # The Snowball project's English stop words, plus the pieces its contractions split
@@ -101,9 +104,28 @@ def _fold(word: str) -> str:
 def words(text: str) -> list[str]:
     """The folded words of ``text``, in order (no stop words removed, nothing stemmed)."""
     if text.isascii():  # folding is lower case alone: once for the text, not per word
-        return [word[:MAX_TERM] for word in _WORD.findall(text.lower())]
+        found: list[str] = _ASCII_WORD.findall(text.lower())
+        if _LONG_WORD.search(text) is None:  # nearly always: no word to cut
+            return found
+        return [word[:MAX_TERM] for word in found]
     text = unicodedata.normalize("NFC", text)
     return [_fold(word)[:MAX_TERM] for word in _WORD.findall(text)]
+
+
+#: A thread's stems of the words it has seen, per language (a stop word: None): a
+#: corpus repeats its words, and each is stemmed once instead of once per document.
+#: Cleared when it reaches this many words.
+MAX_STEMS = 20_000
+
+
+def _stems(language: str) -> dict[str, str | None]:
+    stems: dict[str, dict[str, str | None]] | None = getattr(_local, "stems", None)
+    if stems is None:
+        stems = _local.stems = {}
+    found = stems.get(language)
+    if found is None or len(found) >= MAX_STEMS:
+        found = stems[language] = {}
+    return found
 
 
 def terms(text: str, language: str) -> list[str]:
@@ -111,8 +133,15 @@ def terms(text: str, language: str) -> list[str]:
     found = words(text)
     if language == SIMPLE:
         return found
-    kept = [word for word in found if word not in STOP_WORDS]
-    return [stem[:MAX_TERM] for stem in _stemmer(language).stemWords(kept)]
+    stems = _stems(language)
+    new = [word for word in found if word not in stems]
+    if new:
+        new = list(dict.fromkeys(new))
+        kept = [word for word in new if word not in STOP_WORDS]
+        stems.update(dict.fromkeys(new))  # a stop word stays None
+        stemmed = _stemmer(language).stemWords(kept)
+        stems.update(zip(kept, [stem[:MAX_TERM] for stem in stemmed], strict=True))
+    return [stem for stem in map(stems.__getitem__, found) if stem is not None]
 
 
 def query_terms(text: str, language: str) -> list[str]:
@@ -123,4 +152,6 @@ def query_terms(text: str, language: str) -> list[str]:
 def term_counts(text: str, language: str) -> tuple[Counter[str], int]:
     """Each term's count in ``text`` and the text's length in terms."""
     found = terms(text, language)
-    return Counter(found), len(found)
+    counts: Counter[str] = Counter()
+    _count_elements(counts, found)  # what Counter(found) does, past its type checks
+    return counts, len(found)

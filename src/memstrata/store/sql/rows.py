@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from functools import cache, lru_cache
+from hashlib import sha256
 from typing import Any
 
 from memstrata.domain.records import Origin, Record
@@ -244,17 +245,106 @@ def row_values(record: Record) -> dict[str, Any]:
     }
 
 
+#: A metadata value's number (:func:`parse_number`), each made once: a namespace's
+#: records share a few values (a room, a team) again and again.
+_number = lru_cache(maxsize=4096)(parse_number)
+
+
+def _instant_text(moment: datetime, us: int) -> str:
+    """``format_instant(us)`` of ``moment`` (which is ``us``), from the datetime when
+    it is in UTC (as parsed instants are) instead of one made again from ``us``."""
+    if moment.tzinfo is UTC and moment.year >= 1000:
+        return moment.isoformat(timespec="microseconds")[:-6] + "Z"
+    return _formatted(us)
+
+
+def created_row(record: Record, namespace: str, now: int) -> tuple[dict[str, Any], str] | None:
+    """What :func:`row_values` and :func:`snapshot_body` make of the record an upsert
+    of ``record`` creates at ``now`` when nothing
+    is stored under its id (``rules.revision`` of it: of ``namespace``, unverified,
+    version 1, created and updated at ``now``, valid from its ``valid_from`` or
+    ``now``), made from ``record`` itself: no revised copy, no instant made twice.
+    For a record without a key and without ``supersedes`` (the caller's test); None
+    when the revision would refuse it (``if_version``, a validity ending before it
+    starts) or its instants are naive datetimes (which it would not compare): the
+    caller then takes the general path, which says what is wrong
+    (tests/store/test_plain_batch.py holds the two paths' rows equal)."""
+    fields = record.__dict__
+    if_version, start, end = fields["if_version"], fields["valid_from"], fields["valid_to"]
+    deleted = fields["deleted_at"]
+    if (
+        (if_version is not None and if_version != 0)
+        or (start is not None and start.tzinfo is None)
+        or (end is not None and end.tzinfo is None)
+        or (deleted is not None and deleted.tzinfo is None)
+    ):
+        return None
+    valid_from = now if start is None else to_us(start)
+    valid_to = None if end is None else to_us(end)
+    if valid_to is not None and valid_to <= valid_from:
+        return None
+    deleted_at = None if deleted is None else to_us(deleted)
+    content, metadata, tags = fields["content"], fields["metadata"], fields["tags"]
+    origin, source = fields["origin"], fields["source"]
+    metadata_json = _SORTED_JSON(metadata) if metadata else "{}"
+    tags_json = _JSON(tags) if tags else "[]"
+    now_text = _formatted(now)
+    values = {
+        "namespace": namespace,
+        "id": fields["id"],
+        "content": content,
+        "content_hash": sha256(content.encode("utf-8")).hexdigest(),
+        "payload": fields["payload"],
+        "metadata": metadata_json,
+        "tags": tags_json,
+        "kind": fields["kind"],
+        "key": None,
+        "trust": "unverified",
+        "source": source,
+        "origin": origin.model_dump_json() if origin else None,
+        "created_at": now,
+        "updated_at": now,
+        "valid_from": valid_from,
+        "valid_to": valid_to,
+        "deleted_at": deleted_at,
+        "supersedes": "[]",
+        "superseded_by": None,
+        "version": 1,
+    }
+    # the version's JSON, key by key in sorted order, as snapshot_body joins it
+    text = _text
+    parts = ['{"content": ', text(content), ', "created_at": "', now_text]
+    if deleted is not None:
+        parts += ('", "deleted_at": "', _instant_text(deleted, deleted_at))  # type: ignore[arg-type]
+    parts += ('", "id": ', text(fields["id"]), ', "kind": ', text(fields["kind"]),
+              ', "metadata": ', metadata_json, ', "namespace": ', text(namespace))  # fmt: skip
+    if origin is not None:
+        parts += (', "origin": ', _origin(origin))
+    if source is not None:
+        parts += (', "source": ', text(source))
+    parts += (', "tags": ', tags_json, ', "trust": "unverified", "updated_at": "', now_text,
+              '", "valid_from": "', now_text if start is None else _instant_text(start, valid_from),
+              '"')  # fmt: skip
+    if end is not None:
+        parts += (', "valid_to": "', _instant_text(end, valid_to), '"')  # type: ignore[arg-type]
+    parts.append(', "version": 1}')
+    return values, "".join(parts)
+
+
 def scope_rows(
     record: Record, values: dict[str, Any], rowid: int
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """The tag rows (namespace, tag, record, valid_from, valid_to, deleted_at) and the
     metadata rows (namespace, key, value, record, num, valid_from, valid_to, deleted_at)
-    of ``record`` (its ``row_values``) as row ``rowid``: they repeat its validity."""
+    of ``record`` (its ``row_values``, or :func:`created_row`'s) as row ``rowid``: they
+    repeat its namespace and validity."""
+    namespace = values["namespace"]
     validity = (values["valid_from"], values["valid_to"], values["deleted_at"])
-    tags = [(record.namespace, tag, rowid, *validity) for tag in record.tags]
+    fields = record.__dict__
+    tags = [(namespace, tag, rowid, *validity) for tag in fields["tags"]]
     meta = [
-        (record.namespace, key, value, rowid, parse_number(value), *validity)
-        for key, value in record.metadata.items()
+        (namespace, key, value, rowid, _number(value), *validity)
+        for key, value in fields["metadata"].items()
     ]
     return tags, meta
 

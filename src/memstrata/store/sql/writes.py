@@ -24,10 +24,20 @@ from memstrata.store import graph
 from memstrata.store.sql import past
 from memstrata.store.sql.dialect import Dialect, Tx, chunks
 from memstrata.store.sql.lexical import Document, LexicalWrites
-from memstrata.store.sql.rows import COLUMNS, record_from_row, row_values, scope_rows, snapshot_body
+from memstrata.store.sql.rows import (
+    COLUMNS,
+    created_row,
+    record_from_row,
+    row_values,
+    scope_rows,
+    snapshot_body,
+)
 
 #: Ids looked up together in one statement (SQLite caps bound parameters).
 PREFETCH_CHUNK = 500
+#: Whether a new plain record's rows are made straight from it (:meth:`Writes._create`)
+#: rather than through the general path (tests switch it off to compare the two).
+PLAIN_BATCH = True
 #: The columns of the rows every write appends beside a record's own row.
 TAG_COLUMNS = ("namespace", "tag", "record", "valid_from", "valid_to", "deleted_at")
 META_COLUMNS = (
@@ -73,6 +83,9 @@ class Writes:
         self.now = now
         self.actor = actor
         self.known: dict[str, tuple[int, Record] | None] = {}
+        #: Ids created by :meth:`_create` whose entry in ``known`` still holds the record
+        #: as given, not as written: :meth:`lookup` makes the written one when asked.
+        self._unrevised: set[str] = set()
         #: Rowids reserved for the batch's new records, the next one last.
         self._rowids: list[int] = []
         #: Rows of new plain records (no predecessor, no key: nothing in the store to
@@ -116,6 +129,14 @@ class Writes:
                 self.known[row[2]] = (row[0], record_from_row(row))
 
     def lookup(self, record_id: str) -> tuple[int, Record] | None:
+        if record_id in self._unrevised:  # the record _create wrote, as _upsert_one has it
+            self._unrevised.discard(record_id)
+            entry = self.known[record_id]
+            assert entry is not None
+            rowid, given = entry
+            written = rules.revision(given, None, "", namespace=self.namespace, now=self.now,
+                                     has_predecessor=lambda: False)  # fmt: skip
+            self.known[record_id] = (rowid, written)
         if record_id not in self.known:
             self.known[record_id] = fetch(self.d, self.tx, self.namespace, record_id, lock=True)
         return self.known[record_id]
@@ -311,14 +332,62 @@ class Writes:
         if new > 0:  # taken smallest first, after any reserved before
             self._rowids[:0] = sorted(self.d.reserve_rowids(self.tx, new), reverse=True)
         documents = [self.lexical.document(r.content) for r in records]
-        written = [
-            self._upsert_one(
-                i, record, documents[i], embedder_id, None if units is None else units[i]
-            )
-            for i, record in enumerate(records)
-        ]
+        known, plain = self.known, PLAIN_BATCH
+        written: list[tuple[str, int]] = []
+        for i, record in enumerate(records):
+            unit_row = None if units is None else units[i]
+            done = None
+            if plain and record.key is None and not record.supersedes and not known.get(record.id):
+                done = self._create(record, documents[i], embedder_id, unit_row)
+            if done is None:
+                done = self._upsert_one(i, record, documents[i], embedder_id, unit_row)
+            written.append(done)
         self._release()
         return written
+
+    def _create(
+        self,
+        incoming: Record,
+        document: Document,
+        embedder_id: str | None,
+        unit_row: np.ndarray | None,
+    ) -> tuple[str, int] | None:
+        """What :meth:`_upsert_one` writes of a record that reads nothing of the store
+        (nothing stored under its id, no key, supersedes nothing: nearly every write),
+        the same rows in the same order (held, with the other such records' rows),
+        each row's values made once from the record as given (:func:`created_row`);
+        the written record is made only if a later record of the batch asks for it
+        (:meth:`lookup`). None, having written nothing: the revision would refuse the
+        record, and the general path says why."""
+        made = created_row(incoming, self.namespace, self.now)
+        if made is None:
+            return None
+        values, body = made
+        d, tx, namespace, record_id = self.d, self.tx, self.namespace, values["id"]
+        held = self._held
+        if held is None:  # a new record that reads nothing: its rows wait
+            held = self._held = {}
+        rowid = d.insert_record(tx, self._rowids.pop() if self._rowids else None, values)
+        self.lexical.add(rowid, document)
+        self._changes[rowid] = 1
+        tags, meta = scope_rows(incoming, values, rowid)
+        if tags:
+            held.setdefault("record_tags", []).extend(tags)
+        if meta:
+            held.setdefault("record_meta", []).extend(meta)
+        held.setdefault("record_versions", []).append(
+            (namespace, record_id, 1, body, values["payload"])
+        )
+        self.known[record_id] = (rowid, incoming)
+        self._unrevised.add(record_id)
+        if unit_row is not None and embedder_id is not None:
+            self.store_unit(rowid, embedder_id, unit_row)
+        elif incoming.vector is not None and embedder_id is not None:
+            self.store_vector(rowid, embedder_id, incoming.vector)
+        held.setdefault("ledger", []).append(
+            (self.now, "create", namespace, record_id, 1, self.actor, None)
+        )
+        return record_id, 1
 
     # -- changes of one record ------------------------------------------------------------
 
