@@ -64,3 +64,41 @@ def test_identical_vectors_tie_and_rank_by_id(
         assert found.ids() == want
         scores = [h.score for h in found.hits]
         assert np.allclose(scores, [score[names.index(i)] for i in want], atol=1e-6)
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(seed=st.integers(0, 2**32 - 1), size=st.integers(2, 30), top_k=st.integers(1, 8))
+def test_different_vectors_of_one_cosine_tie_and_rank_by_id(
+    memory: memstrata.Memory, seed: int, size: int, top_k: int
+) -> None:
+    """Each vector is one base vector with its first components shuffled, and the
+    query weighs those components alike: the same cosine, summed in another order, so
+    float32 arithmetic (pgvector's, BLAS's) can put them an ulp apart either way. Small
+    whole numbers, so that every shuffle has the same norm to the bit and is stored
+    as an exact shuffle of the others."""
+    rng = np.random.default_rng(seed)
+    namespace = f"ns{next(_NAMESPACES)}"
+    block = 12
+    base = rng.integers(0, 4, DIMENSIONS).astype(np.float64)
+    base[0] = 1.0  # never all zeros
+    query = rng.integers(0, 3, DIMENSIONS).astype(np.float64)
+    query[:block] = 1.0
+    vectors = []
+    for _ in range(size):
+        vector = base.copy()
+        vector[:block] = vector[rng.permutation(block)]
+        vectors.append(vector)
+    names = [f"r{i:03d}" for i in rng.permutation(size)]  # written out of id order
+    memory.upsert(namespace, [
+        {"id": names[i], "content": f"text {i}", "vector": vectors[i].tolist()}
+        for i in range(size)
+    ])  # fmt: skip
+    want = sorted(names)[:top_k]  # one cosine: every record ties, and ranks by id
+    for _ in range(3):  # the SQL scope, then the scope copy (built on the third search)
+        found = memory.search(namespace, query_vector=query.tolist(), top_k=top_k,
+                              ranking="semantic")  # fmt: skip
+        assert found.ids() == want

@@ -425,8 +425,8 @@ class PostgresDialect(Dialect):
                 conn, namespace, scope, scope_params, embedder_id, query, limit,
                 exact_limit=exact, most=SCOPE_ROWS, columns=prefixed("r"),
             )  # fmt: skip
-        if total <= exact:  # ranked exactly, records and all
-            return best(hits(ranked, request, _last), limit), total - embedded
+            if total <= exact:  # ranked exactly, records and all
+                return self._ranked(conn, lane, embedder_id, query, ranked), total - embedded
         # A larger scope: the statements that follow share one snapshot, which decides
         # again (a write may have moved the scope across a limit since).
         build = False
@@ -439,7 +439,8 @@ class PostgresDialect(Dialect):
                     ef_search=ef_search,
                 )  # fmt: skip
                 if total <= exact:
-                    return best(hits(ranked, request, _last), limit), total - embedded
+                    settled = self._ranked(conn, lane, embedder_id, query, ranked)
+                    return settled, total - embedded
             if rowids is not None:  # read whole: the index tests the rowids
                 by_rowid = self._semantic_rowids(conn, lane, embedder_id, query, rowids)
                 if by_rowid is None:
@@ -470,10 +471,23 @@ class PostgresDialect(Dialect):
                 total, embedded, chosen = vectors.exact(
                     conn, namespace, scope, scope_params, embedder_id, query, limit
                 )
+            chosen = vectors.settled(conn, namespace, embedder_id, query, chosen)
             rows = self._records(conn, namespace, chosen)
         if build:
             self._indexes.start(dimensions)
         return best(hits(rows, request, lambda row: chosen[row[0]]), limit), total - embedded
+
+    @staticmethod
+    def _ranked(
+        conn: Connection, lane: Lane, embedder_id: str, query: np.ndarray,
+        ranked: list[tuple[Any, ...]],
+    ) -> list[tuple[Record, float]]:  # fmt: skip
+        """The best of an exact statement's rows (record columns, then similarity),
+        near ties settled (:func:`vectors.settled`)."""
+        scores = vectors.settled(
+            conn, lane.namespace, embedder_id, query, {row[0]: _last(row) for row in ranked}
+        )
+        return best(hits(ranked, lane.request, lambda row: scores[row[0]]), lane.limit)
 
     @staticmethod
     def _records(conn: Connection, namespace: str, chosen: dict[int, float]) -> list[Any]:

@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import logging
 import threading
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
 
 from memstrata.store.postgres.connection import Connection, connect
+from memstrata.store.sql.scoring import TIE_BAND, rescored
 
 log = logging.getLogger("memstrata.store.postgres")
 
@@ -174,13 +176,44 @@ def _state(conn: Connection, dimensions: int) -> bool | None:
 
 #: The best rows of a ``scored`` (record, similarity) CTE, as ``b``: the ``limit``
 #: highest (the next parameter) by a bounded sort (top-N, not a sort of the whole
-#: scope), then every row at least as similar as the last of them: ties at the edge
-#: come along (the caller breaks ties by id, which it reads with the rows).
+#: scope), then every row within ``TIE_BAND`` of the last of them: near ties at the
+#: edge come along (the caller settles them, :func:`settled`, and breaks ties by id).
 _BEST = (
     "top AS (SELECT similarity FROM scored ORDER BY similarity DESC LIMIT %s),"
     " b AS (SELECT record, similarity FROM scored"
-    " WHERE similarity >= (SELECT min(similarity) FROM top))"
+    f" WHERE similarity >= (SELECT min(similarity) FROM top) - {TIE_BAND!r})"
 )
+
+
+def settled(
+    conn: Connection, namespace: str, embedder_id: str, query: np.ndarray,
+    scores: dict[int, float],
+) -> dict[int, float]:  # fmt: skip
+    """``scores`` (similarity by rowid, as pgvector computed them) with every score
+    within ``TIE_BAND`` of another computed again as the in-process copies compute
+    them (:func:`~memstrata.store.sql.scoring.rescored`). pgvector sums in float32, so
+    two different vectors of the same cosine can come out an ulp apart, in the other
+    order than the copy's (which then ranks them by id); scores further apart than the
+    band keep their order whichever way they are computed, so only near ties are read
+    again (none, in a search of real embeddings)."""
+    if len(scores) < 2:
+        return scores
+    ranked = sorted(scores.items(), key=lambda item: item[1])
+    close: set[int] = set()
+    for (low, a), (high, b) in pairwise(ranked):
+        if b - a < TIE_BAND:
+            close.update((low, high))
+    if not close:
+        return scores
+    rows = conn.execute(
+        "SELECT record, embedding FROM vectors WHERE namespace = %s AND embedder_id = %s"
+        " AND dimensions = %s AND record = ANY (%s)",
+        [namespace, embedder_id, int(query.shape[0]), sorted(close)],
+    ).fetchall()
+    if not rows:
+        return scores
+    again = rescored(np.stack([row[1].to_numpy() for row in rows]).astype(np.float32), query)
+    return {**scores, **{int(row[0]): float(score) for row, score in zip(rows, again, strict=True)}}
 
 
 def _settings(ef_search: int | None) -> tuple[str, list[Any]]:
