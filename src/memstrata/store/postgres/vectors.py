@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -189,20 +188,28 @@ def settled(
     conn: Connection, namespace: str, embedder_id: str, query: np.ndarray,
     scores: dict[int, float],
 ) -> dict[int, float]:  # fmt: skip
-    """``scores`` (similarity by rowid, as pgvector computed them) with every score
-    within ``TIE_BAND`` of another computed again as the in-process copies compute
-    them (:func:`~memstrata.store.sql.scoring.rescored`). pgvector sums in float32, so
-    two different vectors of the same cosine can come out an ulp apart, in the other
-    order than the copy's (which then ranks them by id); scores further apart than the
-    band keep their order whichever way they are computed, so only near ties are read
-    again (none, in a search of real embeddings)."""
+    """``scores`` (similarity by rowid, as pgvector computed them) with each run of
+    scores within ``TIE_BAND`` of one another computed again as the in-process copies
+    compute them (:func:`~memstrata.store.sql.scoring.rescored`) where they are not all
+    equal. pgvector sums in float32, so two different vectors of the same cosine can
+    come out an ulp apart, in the other order than the copy's (which then ranks them
+    by id); scores further apart than the band keep their order whichever way they are
+    computed, and scores equal here (identical vectors, mostly) already rank by id. So
+    a search of real embeddings reads nothing more; one with ulp-apart scores reads
+    just those vectors."""
     if len(scores) < 2:
         return scores
     ranked = sorted(scores.items(), key=lambda item: item[1])
     close: set[int] = set()
-    for (low, a), (high, b) in pairwise(ranked):
-        if b - a < TIE_BAND:
-            close.update((low, high))
+    run = [ranked[0]]
+    for item in [*ranked[1:], None]:
+        if item is not None and item[1] - run[-1][1] < TIE_BAND:
+            run.append(item)
+            continue
+        if run[-1][1] != run[0][1]:  # a run of near ties, not all equal
+            close.update(rowid for rowid, _ in run)
+        if item is not None:
+            run = [item]
     if not close:
         return scores
     rows = conn.execute(
