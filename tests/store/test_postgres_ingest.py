@@ -35,6 +35,28 @@ def _estimated_rows(conn: psycopg.Connection[object]) -> float:
     return float(row[0])
 
 
+def test_the_first_statistics_cover_what_plans_read(
+    target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """records' tested columns and the scope tables get statistics; the free text of
+    records and the documents (read by key only) are left to autovacuum."""
+    monkeypatch.setattr(FreshStatistics, "FIRST", 10)
+    with memstrata.open(target, embedder="none", background_jobs=False) as m:
+        m.upsert("ns", [{**r, "metadata": {"room": "a"}, "tags": ["t"]} for r in _records(0, 10)])
+    with psycopg.connect(target) as conn:
+        rows = conn.execute(
+            "SELECT tablename, attname FROM pg_stats WHERE schemaname = current_schema()"
+        ).fetchall()
+    analyzed = {(table, column) for table, column in rows}
+    for column in ("namespace", "id", "valid_from", "valid_to", "deleted_at", "kind", "trust"):
+        assert ("records", column) in analyzed
+    assert not {("records", "content"), ("records", "metadata"), ("records", "payload")} & analyzed
+    assert {"record_tags", "record_meta", "lexical_postings", "lexical_terms"} <= {
+        table for table, _ in analyzed
+    }
+    assert "lexical_docs" not in {table for table, _ in analyzed}
+
+
 def test_a_write_does_not_wait_for_the_statistics_it_made_due(
     target: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
