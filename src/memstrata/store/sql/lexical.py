@@ -24,9 +24,10 @@ transaction from the tail rows appended since), with the same N, mean length and
 (the tail's documents count in no ``lexical_terms`` df until merged: a search adds
 the copy's counts) and the same whole-number parts: the ranking and scores are those
 of one postings table. ``lexical_postings`` is ordered by term, so a batch's postings
-would land on a page per distinct term; a merge (:func:`merge_tail`, one ``INSERT ...
-SELECT`` from the documents) writes each page once for many batches, and runs at the
-end of the write that brings the tail to its bound (:func:`merge_due`). A record's
+would land on a page per distinct term; a merge (:func:`merge_tail`: the documents'
+postings in the key's order, their counts taken from the write and the copy rather
+than parsed again) writes each page once for many batches, and runs at the end of the
+write that brings the tail to its bound (:func:`merge_due`). A record's
 postings are always all in ``lexical_postings`` or its document all in the tail
 (written, replaced and merged whole). Such a dialect, and one that says so
 (``Dialect.lexical_documents``: PostgreSQL), finds a record's postings by its terms in
