@@ -123,3 +123,35 @@ def test_a_search_reads_the_tail_another_store_wrote(
     finally:
         for m in (writer, reader, merged):
             m.close()
+
+
+def test_a_copy_takes_a_write_s_documents_only_once_it_commits(tmp_path: Path) -> None:
+    """The writer's documents reach its copy of the tail after the commit
+    (``Database.on_commit``): never from a write that rolled back, nor from a savepoint
+    rolled back inside one that committed."""
+    with memstrata.open(str(tmp_path / "m.db"), embedder="none", background_jobs=False) as m:
+        db = m.service.store.db
+        ran: list[str] = []
+
+        def failing(tx: Any) -> None:
+            db.on_commit(lambda: ran.append("rolled back"))
+            raise RuntimeError("no")
+
+        with pytest.raises(RuntimeError):
+            db.write(failing)
+
+        def partly(tx: Any) -> None:
+            db.on_commit(lambda: ran.append("kept"))
+            with contextlib.suppress(RuntimeError), db.atomic():
+                db.on_commit(lambda: ran.append("savepoint rolled back"))
+                raise RuntimeError("no")
+
+        db.write(partly)
+        assert ran == ["kept"]
+        # and a write that fails after its documents were flushed leaves the copy as it was
+        m.upsert("ns", [{"id": "a", "content": "river stone"}])
+        before = _ranked(m)
+        with pytest.raises(memstrata.MemstrataError):
+            m.upsert("ns", [{"id": "b", "content": "river mill"},
+                            {"id": "a", "content": "quiet", "if_version": 7}])  # fmt: skip
+        assert _ranked(m) == before
