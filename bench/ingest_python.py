@@ -11,7 +11,7 @@ one sitting: ``python -m bench.ingest_python --before OTHER/src [--size 100000]
 3. With ``--pg-url``: ``bench.backends --variants postgres`` for both trees, one after
    the other (its ingest rows/s; the search figures are in the files it writes).
 
-Writes ``bench/results/ingest_{size}k_python.json``.
+Writes ``bench/results/ingest_{size}k_python.json`` (or ``--out``).
 """
 
 from __future__ import annotations
@@ -99,6 +99,7 @@ def main() -> None:
     parser.add_argument("--before", type=Path, required=True, help="another tree's src")
     parser.add_argument("--size", type=int, default=100_000)
     parser.add_argument("--pg-url")
+    parser.add_argument("--out", type=Path, help="where to write the result (default: in results/)")
     args = parser.parse_args()
     this = REPO / "src"
     result: dict[str, Any] = {"size": args.size, "before": str(args.before)}
@@ -124,7 +125,7 @@ def main() -> None:
     result["machine"] = machine()
     result["load_average_end"] = os.getloadavg()
     log(json.dumps(result, indent=2))
-    write_json(RESULTS / f"ingest_{args.size // 1000}k_python.json", result)
+    write_json(args.out or RESULTS / f"ingest_{args.size // 1000}k_python.json", result)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memstrata.domain import words
-from memstrata.domain.words import LANGUAGES, MAX_TERM, SIMPLE, STOP_WORDS, term_counts, terms
+from memstrata.domain.words import (
+    LANGUAGES,
+    MAX_TERM,
+    SIMPLE,
+    STOP_WORDS,
+    term_counts,
+    term_counts_of,
+    terms,
+)
 
 _WORD = re.compile(r"[^\W_]+")
 
@@ -54,6 +62,10 @@ def test_remembered_stems_give_every_words_stem(text: str, language: str) -> Non
     assert terms(text, language) == expected  # warm
     counts, length = term_counts(text, language)
     assert type(counts) is Counter and counts == Counter(expected) and length == len(expected)
+    other = text[::-1]
+    batch = term_counts_of([text, other, text], language)
+    assert batch == [(counts, length), term_counts(other, language), (counts, length)]
+    assert all(type(c) is Counter for c, _ in batch)
 
 
 def test_the_remembered_stems_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,6 +16,7 @@ import re
 import time
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from functools import lru_cache
 
 from memstrata.domain.errors import InvalidInput
 
@@ -76,12 +77,28 @@ def parse_instant(value: object, field: str) -> int:
     )
 
 
+#: The first instants of the years 1000 and 10000, and what an epoch day's ordinal is off by.
+_YEAR_1000, _YEAR_10000 = -30_610_224_000_000_000, 253_402_300_800_000_000
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+_DAY_US = 86_400_000_000
+
+
+@lru_cache(maxsize=4096)
+def _day_text(day: int) -> str:
+    """``YYYY-MM-DD`` of the ``day``-th day after the epoch (a batch's instants share a few)."""
+    return date.fromordinal(_EPOCH_ORDINAL + day).isoformat()
+
+
 def format_instant(us: int) -> str:
     """RFC 3339, UTC, microsecond precision, ``Z``."""
-    moment = from_us(us)
-    if moment.year >= 1000:  # isoformat is the faster; it pads years strftime does not
-        return moment.isoformat(timespec="microseconds")[:-6] + "Z"
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if not _YEAR_1000 <= us < _YEAR_10000:  # strftime does not pad the year (or fails)
+        return from_us(us).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # the time of day by arithmetic, the date once per day: a third of isoformat's cost
+    day, rest = divmod(us, _DAY_US)
+    seconds, micro = divmod(rest, 1_000_000)
+    hour, seconds = divmod(seconds, 3600)
+    minute, second = divmod(seconds, 60)
+    return "%sT%02d:%02d:%02d.%06dZ" % (_day_text(day), hour, minute, second, micro)  # noqa: UP031
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ import re
 import threading
 import unicodedata
 from collections import Counter, _count_elements  # type: ignore[attr-defined]
+from collections.abc import Iterable
 
 import Stemmer
 
@@ -134,19 +135,44 @@ def terms(text: str, language: str) -> list[str]:
     if language == SIMPLE:
         return found
     stems = _stems(language)
-    new = [word for word in found if word not in stems]
-    if new:
-        new = list(dict.fromkeys(new))
-        kept = [word for word in new if word not in STOP_WORDS]
-        stems.update(dict.fromkeys(new))  # a stop word stays None
-        stemmed = _stemmer(language).stemWords(kept)
-        stems.update(zip(kept, [stem[:MAX_TERM] for stem in stemmed], strict=True))
+    if not all(map(stems.__contains__, found)):
+        _stem_new(stems, found, language)
     return [stem for stem in map(stems.__getitem__, found) if stem is not None]
+
+
+def _stem_new(stems: dict[str, str | None], found: list[str], language: str) -> None:
+    """Adds the stems of the words of ``found`` that ``stems`` lacks (a stop word: None)."""
+    new = list(dict.fromkeys(word for word in found if word not in stems))
+    kept = [word for word in new if word not in STOP_WORDS]
+    stems.update(dict.fromkeys(new))
+    stemmed = _stemmer(language).stemWords(kept)
+    stems.update(zip(kept, [stem[:MAX_TERM] for stem in stemmed], strict=True))
 
 
 def query_terms(text: str, language: str) -> list[str]:
     """The distinct terms of a query, in order: what a search matches (any of them)."""
     return list(dict.fromkeys(terms(text, language)))
+
+
+def term_counts_of(texts: Iterable[str], language: str) -> list[tuple[Counter[str], int]]:
+    """:func:`term_counts` of each text (a batch's documents, in one pass)."""
+    if language == SIMPLE:
+        found_all = [words(text) for text in texts]
+    else:
+        found_all = []
+        stems = _stems(language)
+        get, seen = stems.__getitem__, stems.__contains__
+        for text in texts:
+            found = words(text)
+            if not all(map(seen, found)):  # a word not seen yet: stemmed with the rest
+                _stem_new(stems, found, language)
+            found_all.append([stem for stem in map(get, found) if stem is not None])
+    out = []
+    for found in found_all:
+        counts: Counter[str] = Counter()
+        _count_elements(counts, found)
+        out.append((counts, len(found)))
+    return out
 
 
 def term_counts(text: str, language: str) -> tuple[Counter[str], int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from functools import cache, lru_cache
 from hashlib import sha256
 from typing import Any
@@ -250,25 +250,17 @@ def row_values(record: Record) -> dict[str, Any]:
 _number = lru_cache(maxsize=4096)(parse_number)
 
 
-def _instant_text(moment: datetime, us: int) -> str:
-    """``format_instant(us)`` of ``moment`` (which is ``us``), from the datetime when
-    it is in UTC (as parsed instants are) instead of one made again from ``us``."""
-    if moment.tzinfo is UTC and moment.year >= 1000:
-        return moment.isoformat(timespec="microseconds")[:-6] + "Z"
-    return _formatted(us)
-
-
 def created_row(record: Record, namespace: str, now: int) -> tuple[dict[str, Any], str] | None:
-    """What :func:`row_values` and :func:`snapshot_body` make of the record an upsert
-    of ``record`` creates at ``now`` when nothing
-    is stored under its id (``rules.revision`` of it: of ``namespace``, unverified,
-    version 1, created and updated at ``now``, valid from its ``valid_from`` or
-    ``now``), made from ``record`` itself: no revised copy, no instant made twice.
-    For a record without a key and without ``supersedes`` (the caller's test); None
-    when the revision would refuse it (``if_version``, a validity ending before it
-    starts) or its instants are naive datetimes (which it would not compare): the
-    caller then takes the general path, which says what is wrong
-    (tests/store/test_plain_batch.py holds the two paths' rows equal)."""
+    """What :func:`row_values` and :func:`snapshot_body` make of the record that an
+    upsert of ``record`` at ``now`` creates when nothing is stored under its id
+    (``rules.revision`` of it: in ``namespace``, unverified, version 1, created and
+    updated at ``now``, valid from its ``valid_from`` or ``now``), made from
+    ``record`` itself: no revised copy, no instant made twice. For a record without
+    a key and without ``supersedes`` (the caller's test). None when the revision
+    would refuse it (``if_version``, a validity ending before it starts) or an
+    instant is a naive datetime (which it would not compare): the caller then takes
+    the general path, which says what is wrong (tests/store/test_plain_batch.py
+    holds the two paths' rows equal)."""
     fields = record.__dict__
     if_version, start, end = fields["if_version"], fields["valid_from"], fields["valid_to"]
     deleted = fields["deleted_at"]
@@ -283,21 +275,44 @@ def created_row(record: Record, namespace: str, now: int) -> tuple[dict[str, Any
     valid_to = None if end is None else to_us(end)
     if valid_to is not None and valid_to <= valid_from:
         return None
-    deleted_at = None if deleted is None else to_us(deleted)
     content, metadata, tags = fields["content"], fields["metadata"], fields["tags"]
-    origin, source = fields["origin"], fields["source"]
+    origin, source, record_id, kind = (
+        fields["origin"],
+        fields["source"],
+        fields["id"],
+        fields["kind"],
+    )
     metadata_json = _SORTED_JSON(metadata) if metadata else "{}"
     tags_json = _JSON(tags) if tags else "[]"
     now_text = _formatted(now)
+    # the version's JSON, key by key in sorted order, as snapshot_body joins it
+    text = _text
+    body = ['{"content": ', text(content), ', "created_at": "', now_text]
+    deleted_at = None
+    if deleted is not None:
+        deleted_at = to_us(deleted)
+        body += ('", "deleted_at": "', format_instant(deleted_at))
+    body += ('", "id": ', text(record_id), ', "kind": ', text(kind), ', "metadata": ',
+             metadata_json, ', "namespace": ', text(namespace))  # fmt: skip
+    if origin is not None:
+        body += (', "origin": ', _origin(origin))
+    if source is not None:
+        body += (', "source": ', text(source))
+    from_text = now_text if start is None else format_instant(valid_from)
+    body += (', "tags": ', tags_json, ', "trust": "unverified", "updated_at": "', now_text,
+             '", "valid_from": "', from_text)  # fmt: skip
+    if valid_to is not None:
+        body += ('", "valid_to": "', format_instant(valid_to))
+    body.append('", "version": 1}')
     values = {
         "namespace": namespace,
-        "id": fields["id"],
+        "id": record_id,
         "content": content,
         "content_hash": sha256(content.encode("utf-8")).hexdigest(),
         "payload": fields["payload"],
         "metadata": metadata_json,
         "tags": tags_json,
-        "kind": fields["kind"],
+        "kind": kind,
         "key": None,
         "trust": "unverified",
         "source": source,
@@ -311,24 +326,7 @@ def created_row(record: Record, namespace: str, now: int) -> tuple[dict[str, Any
         "superseded_by": None,
         "version": 1,
     }
-    # the version's JSON, key by key in sorted order, as snapshot_body joins it
-    text = _text
-    parts = ['{"content": ', text(content), ', "created_at": "', now_text]
-    if deleted is not None:
-        parts += ('", "deleted_at": "', _instant_text(deleted, deleted_at))  # type: ignore[arg-type]
-    parts += ('", "id": ', text(fields["id"]), ', "kind": ', text(fields["kind"]),
-              ', "metadata": ', metadata_json, ', "namespace": ', text(namespace))  # fmt: skip
-    if origin is not None:
-        parts += (', "origin": ', _origin(origin))
-    if source is not None:
-        parts += (', "source": ', text(source))
-    parts += (', "tags": ', tags_json, ', "trust": "unverified", "updated_at": "', now_text,
-              '", "valid_from": "', now_text if start is None else _instant_text(start, valid_from),
-              '"')  # fmt: skip
-    if end is not None:
-        parts += (', "valid_to": "', _instant_text(end, valid_to), '"')  # type: ignore[arg-type]
-    parts.append(', "version": 1}')
-    return values, "".join(parts)
+    return values, "".join(body)
 
 
 def scope_rows(

@@ -20,6 +20,7 @@ from memstrata.domain.errors import NotFound
 from memstrata.domain.records import Record, inheriting
 from memstrata.domain.time import from_us
 from memstrata.domain.vectors import unit
+from memstrata.domain.words import term_counts_of
 from memstrata.store import graph
 from memstrata.store.sql import past
 from memstrata.store.sql.dialect import Dialect, Tx, chunks
@@ -331,7 +332,8 @@ class Writes:
         new = sum(self.known.get(r.id) is None for r in records)
         if new > 0:  # taken smallest first, after any reserved before
             self._rowids[:0] = sorted(self.d.reserve_rowids(self.tx, new), reverse=True)
-        documents = [self.lexical.document(r.content) for r in records]
+        # each content's terms (what LexicalWrites.document makes), the batch's at once
+        documents = term_counts_of([r.content for r in records], self.lexical.language())
         known, plain = self.known, PLAIN_BATCH
         written: list[tuple[str, int]] = []
         for i, record in enumerate(records):
