@@ -170,7 +170,7 @@ def _tables(target: str) -> dict[str, list[tuple[Any, ...]]]:
     the transaction that wrote it (two stores of one server never share one)."""
     names = [*TABLES[backend_of(target)], *PAST]
     if backend_of(target) == "sqlite":
-        return dump_tables(target, names)
+        return dump_tables(target, [*names, "lexical_tail"])
     found = {}
     with psycopg.connect(target) as conn:
         for name in names:
