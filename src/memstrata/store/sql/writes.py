@@ -4,7 +4,9 @@ The rules (what a revision is, when a key is held, how supersession closes the o
 record) are :mod:`memstrata.domain.rules`; this module applies them to rows. Every
 change of a record goes through :meth:`Writes.save`, so its scope rows, full-text
 document and version snapshot never disagree with its row, and every mutation
-appends to the ledger.
+appends to the ledger; except the creation of a record that reads nothing of the
+store (the common write), which :meth:`Writes._create` makes straight from the
+record: the same rows (tests/store/test_plain_batch.py compares the two ways).
 """
 
 from __future__ import annotations
@@ -382,8 +384,8 @@ class Writes:
         )
         self.known[record_id] = (rowid, incoming)
         self._unrevised.add(record_id)
-        if unit_row is not None and embedder_id is not None:
-            self.store_unit(rowid, embedder_id, unit_row)
+        if unit_row is not None and embedder_id is not None:  # store_unit's
+            d.store_vector(tx, namespace, rowid, embedder_id, unit_row)
         elif incoming.vector is not None and embedder_id is not None:
             self.store_vector(rowid, embedder_id, incoming.vector)
         held.setdefault("ledger", []).append(
