@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -167,3 +168,27 @@ def test_every_statement_names_its_namespace(
         if not _PINNED.search(sql) and not any(p.match(sql) for p in ALL_SHARDS)
     ]  # fmt: skip
     assert unscoped == [], "statements that would reach every shard:\n" + "\n".join(unscoped)
+
+
+def test_the_distribution_ddl_in_the_docs_covers_every_table(pg_target: str) -> None:
+    """docs/postgres.md's Citus statements name every table of the schema once, each
+    as the catalog says it should be placed: a table left out would stay local to the
+    coordinator, and every search of it would leave the shard."""
+    memstrata.open(pg_target, embedder="none").close()
+    tables = {row[0] for row in catalog(pg_target, """
+        SELECT c.relname FROM pg_class c
+        WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p')
+        AND NOT c.relispartition""")}  # fmt: skip
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "postgres.md").read_text()
+    placed = re.findall(
+        r"SELECT (create_distributed_table|create_reference_table"
+        r"|citus_add_local_table_to_metadata)\('(\w+)'",
+        docs,
+    )
+    named = [table for _, table in placed]
+    assert sorted(set(named)) == sorted(named), "a table is placed twice"
+    assert set(named) == tables, (sorted(tables - set(named)), sorted(set(named) - tables))
+    kinds = dict((table, kind) for kind, table in placed)
+    for table in tables:
+        local = table in NOT_DISTRIBUTED
+        assert (kinds[table] != "create_distributed_table") == local, table
