@@ -472,3 +472,27 @@ def test_a_scope_ranked_exactly_costs_one_round_trip(pg_target: str, tmp_path: A
         assert len(found.hits) == 10
         assert sent.count("Sync") == 1 and "Query" not in sent, sent  # no BEGIN/COMMIT
         assert sent.count("Execute") == 1, sent
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"content": "a\x00b"}, {"content": "ok", "metadata": {"k": "v\x00"}},
+     {"content": "ok", "tags": ["t\x00"]}, {"content": "ok", "source": "s\x00"}],
+)  # fmt: skip
+def test_a_nul_character_is_refused_with_a_clear_error_and_writes_nothing(
+    pg_target: str, bad: dict[str, Any]
+) -> None:
+    """PostgreSQL's text cannot hold U+0000: the write is refused as invalid input (not
+    a driver error), says what to remove, and leaves nothing of its batch behind."""
+    with memstrata.open(pg_target, embedder=HashEmbedder(dimensions=16),
+                        background_jobs=False) as m:  # fmt: skip
+        m.upsert("ns", [{"id": "kept", "content": "apple"}])
+        with pytest.raises(memstrata.InvalidInput, match="NUL character"):
+            m.upsert("ns", [{"id": "fine", "content": "a good one"}, {"id": "bad", **bad}])
+        assert [h.record.id for h in m.search("ns", "apple good", ranking="lexical").hits] == [
+            "kept"
+        ]
+        for gone in ("fine", "bad"):
+            with pytest.raises(memstrata.NotFound):
+                m.get("ns", gone)
+        assert [c.id for c in m.changes("ns", "2000-01-01T00:00:00Z").changes] == ["kept"]

@@ -300,6 +300,12 @@ class Database:
                 yield conn
         except RETRYABLE:
             raise
+        except (errors.CharacterNotInRepertoire, errors.UntranslatableCharacter) as error:
+            # PostgreSQL's text and jsonb cannot hold U+0000; the transaction rolled back
+            raise InvalidInput(
+                f"PostgreSQL cannot store the NUL character (U+0000) in text ({error}); "
+                "remove it from the record's content, tags, metadata and other text fields"
+            ) from None
         except errors.QueryCanceled as error:
             raise StorageUnavailable(
                 f"a statement on {redacted(self.url)} was cancelled ({error}); raise "
