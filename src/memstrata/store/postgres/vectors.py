@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from memstrata.store.postgres.arrays import array
 from memstrata.store.postgres.connection import Connection, connect
 from memstrata.store.sql.scoring import TIE_BAND, rescored
 
@@ -215,7 +216,7 @@ def settled(
     rows = conn.execute(
         "SELECT record, embedding FROM vectors WHERE namespace = %s AND embedder_id = %s"
         " AND dimensions = %s AND record = ANY (%s)",
-        [namespace, embedder_id, int(query.shape[0]), sorted(close)],
+        [namespace, embedder_id, int(query.shape[0]), array(sorted(close))],
     ).fetchall()
     if not rows:
         return scores

@@ -782,12 +782,11 @@ class LexicalWrites:
         self.tx.executemany(f"INSERT INTO {TAIL} (record) VALUES (?)", [(r,) for r in records])
         (first, last) = self.tx.execute(_ENDS).fetchone()
         merged = merge_due(int(last) - int(first) + 1, self.tx)
+        ns = self.namespace
         if merged:
-            ns = self.namespace
             merge_tail(self.d, self.tx, {r: (r, ns, *doc) for r, doc in written.items()})
         if tail.on_commit is not None:
             rows = [(r, written.get(r)) for r in records]
-            ns = self.namespace
             tail.on_commit(lambda: tail.written(ns, rows, int(last), int(first), merged))
 
 

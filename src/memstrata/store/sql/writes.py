@@ -315,10 +315,7 @@ class Writes:
             assert existing is not None
             self.d.keep_vectors(self.tx, self.namespace, rowid, existing.content_hash())
             self.d.withdraw_vectors(self.tx, self.namespace, rowid=rowid)
-        if unit_row is not None and embedder_id is not None:
-            self.store_unit(rowid, embedder_id, unit_row)
-        elif incoming.vector is not None and embedder_id is not None:
-            self.store_vector(rowid, embedder_id, incoming.vector)
+        self._given_vector(rowid, incoming, embedder_id, unit_row)
         assert record.version is not None
         self.ledger(rules.write_op(existing, record), record.id, record.version)
         return record.id, record.version
@@ -367,31 +364,36 @@ class Writes:
         if made is None:
             return None
         values, body = made
-        d, tx, namespace, record_id = self.d, self.tx, self.namespace, values["id"]
-        held = self._held
-        if held is None:  # a new record that reads nothing: its rows wait
-            held = self._held = {}
-        rowid = d.insert_record(tx, self._rowids.pop() if self._rowids else None, values)
+        record_id = values["id"]
+        if self._held is None:  # a new record that reads nothing: its rows wait
+            self._held = {}
+        rowid = self.d.insert_record(self.tx, self._rowids.pop() if self._rowids else None, values)
         self.lexical.add(rowid, document)
         self._changes[rowid] = 1
         tags, meta = scope_rows(incoming, values, rowid)
         if tags:
-            held.setdefault("record_tags", []).extend(tags)
+            self._insert("record_tags", TAG_COLUMNS, tags)
         if meta:
-            held.setdefault("record_meta", []).extend(meta)
-        held.setdefault("record_versions", []).append(
-            (namespace, record_id, 1, body, values["payload"])
-        )
+            self._insert("record_meta", META_COLUMNS, meta)
+        self._insert("record_versions", VERSION_COLUMNS,
+                     [(self.namespace, record_id, 1, body, values["payload"])])  # fmt: skip
         self.known[record_id] = (rowid, incoming)
         self._unrevised.add(record_id)
-        if unit_row is not None and embedder_id is not None:  # store_unit's
-            d.store_vector(tx, namespace, rowid, embedder_id, unit_row)
-        elif incoming.vector is not None and embedder_id is not None:
-            self.store_vector(rowid, embedder_id, incoming.vector)
-        held.setdefault("ledger", []).append(
-            (self.now, "create", namespace, record_id, 1, self.actor, None)
-        )
+        self._given_vector(rowid, incoming, embedder_id, unit_row)
+        self.ledger("create", record_id, 1)
         return record_id, 1
+
+    def _given_vector(
+        self, rowid: int, incoming: Record, embedder_id: str | None, unit_row: np.ndarray | None
+    ) -> None:
+        """Stores the vector a written record came with (``unit_row``: already checked,
+        at unit length), where the namespace has an embedder to file it under."""
+        if embedder_id is None:
+            return
+        if unit_row is not None:
+            self.store_unit(rowid, embedder_id, unit_row)
+        elif incoming.vector is not None:
+            self.store_vector(rowid, embedder_id, incoming.vector)
 
     # -- changes of one record ------------------------------------------------------------
 
