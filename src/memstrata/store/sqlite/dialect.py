@@ -45,6 +45,9 @@ _INSERT_AT = (
     f"INSERT INTO records (rowid, {', '.join(ROW_FIELDS)}) "
     f"VALUES (?, {', '.join('?' for _ in ROW_FIELDS)})"
 )
+#: A new record's rowid appended to the change sequence (migration m014: its insert
+#: trigger's work, done here, a batch's rows in one executemany).
+_LOG_INSERT = "INSERT INTO scope_log (record) VALUES (?)"
 _UPDATE = (
     f"UPDATE records SET {', '.join(f'{name} = :{name}' for name in ROW_FIELDS)} "
     "WHERE rowid = :rowid"
@@ -144,8 +147,11 @@ class SqliteDialect(Dialect):
 
     def insert_record(self, tx: Transaction, rowid: int | None, values: dict[str, Any]) -> int:
         if rowid is None:
-            return int(tx.execute(_INSERT, values).lastrowid or 0)
+            rowid = int(tx.execute(_INSERT, values).lastrowid or 0)
+            tx.execute(_LOG_INSERT, (rowid,))
+            return rowid
         tx.defer(_INSERT_AT, [(rowid, *_ROW(values))])
+        tx.defer(_LOG_INSERT, [(rowid,)])  # sent after the records rows of its round
         return rowid
 
     def update_record(self, tx: sqlite3.Connection, rowid: int, values: dict[str, Any]) -> None:

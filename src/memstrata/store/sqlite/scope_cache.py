@@ -6,11 +6,12 @@ scope by SQL cost several times that (a row per record handed from the engine). 
 process keeps, like the vector matrix (:mod:`memstrata.store.sqlite.vectors`), a
 read-through copy of the columns a scope tests — validity, tombstone, creation time,
 trust, kind — and of the tag and metadata rows, refreshed inside the search's own read
-transaction from ``scope_log`` (a trigger appends a record's rowid on every insert,
-update and delete of its row). The database stays the only truth: the copy is built
-from the file on a process's ``WARM_AFTER``-th search and rebuilt after any large
-change. Building it reads every record's scope rows, which costs more than one SQL
-scope: a process that searches once or twice (a CLI call) never builds it.
+transaction from ``scope_log`` (a record's rowid is appended by the insert of its
+row, and by a trigger on every update and delete of it). The database stays the
+only truth: the copy is built from the file on a process's ``WARM_AFTER``-th search
+and rebuilt after any large change. Building it reads every record's scope rows,
+which costs more than one SQL scope: a process that searches once or twice (a CLI
+call) never builds it.
 
 A search this copy cannot answer (a key, or any request field it does not know) is
 answered by the SQL scope (:func:`scope_rowids`) instead. For a ``known_at`` search it
