@@ -23,6 +23,8 @@ T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 60_000
 CHECKPOINT_WAIT_MS = 50
+#: How long a hard delete's checkpoint waits for a pass of the checkpointer thread.
+CHECKPOINTER_WAIT_S = 5.0
 #: WAL pages (4 KiB) not yet copied into the file after which a writing process's
 #: checkpointer thread (:class:`Checkpointer`) copies them, off the writer's path.
 WAL_CHECKPOINT_PAGES = 10_000
@@ -269,6 +271,12 @@ class Checkpointer:
         """Whether it was woken and has not finished since."""
         return self._working
 
+    def wait(self, seconds: float) -> None:
+        """Returns once the thread is not copying, or after ``seconds``."""
+        deadline = time.monotonic() + seconds
+        while self._working and time.monotonic() < deadline:
+            time.sleep(0.005)
+
     def _run(self) -> None:
         conn: sqlite3.Connection | None = None
         try:
@@ -295,8 +303,6 @@ class Checkpointer:
         copied_before = -1
         while not self._stop:
             try:
-                # all rows, so the statement ends: one left open holds a read lock,
-                # and a WAL that a reader holds never starts over
                 (row,) = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
             except sqlite3.Error:
                 return
@@ -400,7 +406,10 @@ class Database:
             return
         checkpointer = self._checkpointer
         if checkpointer is None or not checkpointer.alive():
-            checkpointer = self._checkpointer = Checkpointer(self.path)
+            try:
+                checkpointer = self._checkpointer = Checkpointer(self.path)
+            except RuntimeError:  # no thread to be had: SQLite's own checkpoint copies it
+                return
         if frames - copied >= WAL_CHECKPOINT_PAGES:
             checkpointer.wake()
         elif not checkpointer.busy():
@@ -444,7 +453,12 @@ class Database:
     def checkpoint(self) -> bool:
         """Copies the WAL into the file and empties it (after a hard delete: the WAL
         still holds the deleted pages' old images). Waits at most a moment: when a
-        reader still needs the WAL, it is left for SQLite's next checkpoint."""
+        reader still needs the WAL, it is left for the next checkpoint. A pass of this
+        process's checkpointer under way is waited for first (it holds the checkpoint
+        lock, which this one would be refused)."""
+        checkpointer = self._checkpointer
+        if checkpointer is not None and checkpointer.alive():
+            checkpointer.wait(CHECKPOINTER_WAIT_S)
         conn = self.conn()
         conn.execute(f"PRAGMA busy_timeout = {CHECKPOINT_WAIT_MS}")
         try:
