@@ -2,25 +2,39 @@
 beside the same searches made in-process.
 
     python -m bench.load_search [--records 100000] [--clients 1,8,32] [--workers 1,2]
-        [--seconds 20] [--rankings lexical,hybrid,semantic]
+        [--seconds 20] [--rankings lexical,hybrid,semantic] [--generators raw,httpx]
         [--out bench/results/load_search_100k.json]
 
 Starts a real ``memstrata serve`` (temp SQLite file, hash embedder, auth on, default
 policy caps, loopback) in a subprocess, loads N records through ``POST …/records`` in
 batches of 1,000 (the default cap). Then, for each ranking, it measures the in-process
-rate (one thread calling ``Memory.search`` back to back on the same file, no HTTP) and,
-for each ``--workers`` count (``memstrata serve --workers W``) and each client count C,
-runs C client threads, each with its own pooled httpx client, sending ``POST …/search``
+rate: one thread calling ``Memory.search`` back to back on the same file, no HTTP, in
+a process of its own with one BLAS thread (as each worker of a multi-worker server
+has), after the same warm-up as the server. For each ``--workers`` count
+(``memstrata serve --workers W``) it warms the server: a few searches of each ranking,
+then, at a size where the vector index answers unfiltered searches, unfiltered
+semantic searches on new connections until 20 in a row report ``"index": "ivf"``
+(each worker builds its index in a background thread on its first wide search; the
+in-process run waits for the same). Then, for each client count C and generator, it
+runs C client threads, each on its own keep-alive connection, sending ``POST …/search``
 (top_k 10, a 2-3 word query from the corpus vocabulary, a quarter of them with a
-metadata filter) back to back for S seconds. Reports requests/s, client-side
-p50/p95/p99 latency, and ``of_cores_x_in_process`` = requests/s ÷ (cores x in-process
-searches/s); plus the ingest rate. The clients run on the same cores as the server.
-Every request goes to 127.0.0.1 and every loop is bounded in time.
+metadata filter) back to back for S seconds. Every response's status must be 200 and
+its body JSON with hits, or it counts as an error.
+
+Generators: ``raw`` (plain sockets, the request bytes built per request, the response
+read by ``Content-Length`` and parsed) and ``httpx`` (a pooled ``httpx.Client``). They
+send the same requests; the clients run on the same cores as the server, so the
+lighter one leaves the server more of them. Reports requests/s, client-side
+p50/p95/p99 latency, CPU milliseconds per request of the generator (this process) and
+of the server's processes (Linux), and ``of_cores_x_in_process`` = requests/s ÷
+(cores x in-process searches/s); plus the ingest rate. Every request goes to 127.0.0.1
+and every loop is bounded in time.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -43,6 +57,8 @@ import numpy as np
 
 import memstrata
 from memstrata.access import Access
+from memstrata.cli.serving import BLAS_THREADS
+from memstrata.store.sqlite.ann import MIN_ROWS
 
 NAMESPACE = "bench"
 BATCH = 1000
@@ -237,21 +253,223 @@ def rest_client(url: str, token: str) -> Connect:
     return connect
 
 
+class _Wire:
+    """One keep-alive HTTP/1.1 connection on a plain socket: sends pre-built requests,
+    reads each response whole (status line, headers up to the blank line, a
+    ``Content-Length`` body). A lighter load generator than httpx: on a machine whose
+    cores the server shares, every CPU millisecond the client spends is one the server
+    does not get."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.address = (host, port)
+        self.sock: socket.socket | None = None
+        self.pending = b""
+
+    def exchange(self, request: bytes) -> tuple[int, bytes]:
+        if self.sock is None:
+            self.sock = socket.create_connection(self.address, timeout=60)
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            self.sock.sendall(request)
+            return self._response()
+        except (OSError, ValueError):
+            self.close()  # a broken or unparsable exchange: a new connection next time
+            raise
+
+    def _response(self) -> tuple[int, bytes]:
+        data = self.pending
+        while (end := data.find(b"\r\n\r\n")) < 0:
+            data += self._recv()
+        head, data = data[:end].decode("latin-1"), data[end + 4 :]
+        lines = head.split("\r\n")
+        status = int(lines[0].split(" ", 2)[1])
+        length = None
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            if name.strip().lower() == "content-length":
+                length = int(value)
+        if length is None:
+            raise ValueError(f"a response without Content-Length: {head!r}")
+        while len(data) < length:
+            data += self._recv()
+        self.pending = data[length:]
+        return status, data[:length]
+
+    def _recv(self) -> bytes:
+        assert self.sock is not None
+        chunk = self.sock.recv(262144)
+        if not chunk:
+            raise ConnectionError("the server closed the connection")
+        return chunk
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+        self.sock, self.pending = None, b""
+
+
+def raw_client(url: str, token: str) -> Connect:
+    """REST connections on plain sockets (:class:`_Wire`): the same ``POST …/search``
+    requests as :func:`rest_client`, each response's status checked to be 200 and its
+    body parsed as JSON with hits, at a fraction of httpx's CPU per request."""
+    address = httpx.URL(url)
+    host, port = address.host, address.port or 80
+    head = (
+        f"POST /v1/namespaces/{NAMESPACE}/search HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+        "Content-Length: "
+    ).encode()
+
+    @contextmanager
+    def connect() -> Iterator[Callable[[dict[str, Any]], bool]]:
+        wire = _Wire(host, port)
+
+        def send(body: dict[str, Any]) -> bool:
+            payload = json.dumps(body).encode()
+            try:
+                status, answer = wire.exchange(head + b"%d\r\n\r\n" % len(payload) + payload)
+                return status == 200 and "hits" in json.loads(answer)
+            except (OSError, ValueError):
+                return False
+
+        try:
+            yield send
+        finally:
+            wire.close()
+
+    return connect
+
+
+#: The load generators: how a client thread sends its searches.
+GENERATORS: dict[str, Callable[[str, str], Connect]] = {"raw": raw_client, "httpx": rest_client}
+
+
 def run_clients(
     url: str, token: str, ranking: str, queries: list[dict[str, Any]], clients: int,
-    seconds: float, max_requests: int,
+    seconds: float, max_requests: int, generator: str = "httpx",
+    server_pids: list[int] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    return drive(rest_client(url, token), ranking, queries, clients, seconds, max_requests)
+    """:func:`drive` through one generator, with the CPU seconds per request the
+    generator (this process) and the server's processes spent meanwhile."""
+    client_before, server_before = time.process_time(), cpu_seconds(server_pids or [])
+    connect = GENERATORS[generator](url, token)
+    result = drive(connect, ranking, queries, clients, seconds, max_requests)
+    requests = max(1, result["requests"])
+    client_ms = (time.process_time() - client_before) * 1000 / requests
+    spent = {"generator": generator, "client_cpu_ms_per_request": round(client_ms, 3)}
+    server = cpu_seconds(server_pids or [])
+    if server is not None and server_before is not None:
+        spent["server_cpu_ms_per_request"] = round((server - server_before) * 1000 / requests, 3)
+    return {**result, **spent}
+
+
+def cpu_seconds(pids: list[int]) -> float | None:
+    """User + system CPU seconds of these live processes so far (Linux ``/proc``; None
+    elsewhere or when there are none)."""
+    if not pids:
+        return None
+    total = 0.0
+    try:
+        for pid in pids:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+    return total
+
+
+def server_processes(server: subprocess.Popen[bytes], workers: int) -> list[int]:
+    """The processes that serve: the server itself, or the supervisor's children (its
+    worker processes, and the multiprocessing resource tracker, idle meanwhile);
+    read from Linux ``/proc``, empty elsewhere."""
+    if workers == 1:
+        return [server.pid]
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # a process that ended meanwhile
+        if int(fields[1]) == server.pid:
+            children.append(int(stat.parent.name))
+    return children
+
+
+def index_in_use(answer: dict[str, Any]) -> bool:
+    """Whether a search answer's first hit says the vector index found it."""
+    hits = answer.get("hits") or [{}]
+    return hits[0].get("signals", {}).get("semantic", {}).get("index") == "ivf"
+
+
+#: Unfiltered semantic searches in a row (each on a new connection, so on any worker)
+#: that must report the index before the server counts as warm.
+WARM_STREAK = 20
+WARM_SECONDS = 180.0
+
+
+def warm_server(url: str, token: str, queries: list[dict[str, Any]], rankings: list[str],
+                workers: int, expect_index: bool) -> dict[str, Any]:  # fmt: skip
+    """Warms every worker: a few searches of each ranking (vector matrix, pages), then,
+    when the store is large enough for the vector index, unfiltered semantic searches
+    on new connections until ``WARM_STREAK`` in a row report the index in use (each
+    worker builds its own, in a background thread, on its first wide search)."""
+    headers = {"Authorization": f"Bearer {token}"}
+    path = f"/v1/namespaces/{NAMESPACE}/search"
+    began = time.perf_counter()
+    with httpx.Client(base_url=url, headers=headers, timeout=60) as c:
+        for ranking in rankings:
+            for query in queries[: 5 * workers]:
+                c.post(path, json={**query, "ranking": ranking}).raise_for_status()
+    streak, sent = 0, 0
+    unfiltered = [q for q in queries if "filter" not in q]
+    while expect_index and streak < WARM_STREAK and time.perf_counter() - began < WARM_SECONDS:
+        with httpx.Client(base_url=url, headers=headers, timeout=60) as c:
+            answer = c.post(path, json={**unfiltered[sent % len(unfiltered)],
+                                        "ranking": "semantic"})  # fmt: skip
+        answer.raise_for_status()
+        sent += 1
+        if index_in_use(answer.json()):
+            streak += 1
+        else:
+            streak = 0
+            time.sleep(0.1)  # a benchmark waiting for its server's index build
+    return {
+        "seconds": round(time.perf_counter() - began, 1),
+        "index_in_use": streak >= WARM_STREAK if expect_index else None,
+    }
+
+
+def warm_memory(m: memstrata.Memory, queries: list[dict[str, Any]], ranking: str,
+                expect_index: bool) -> bool | None:  # fmt: skip
+    """The in-process twin of :func:`warm_server`: the same searches until one reports
+    the index in use (the build runs in a background thread, as in a worker)."""
+    for query in queries[:5]:
+        m.search(NAMESPACE, ranking=ranking, top_k=TOP_K, **query)
+    if not expect_index:
+        return None
+    unfiltered = [q for q in queries if "filter" not in q]
+    began = time.perf_counter()
+    for i in itertools.count():
+        answer = m.search(NAMESPACE, ranking="semantic", top_k=TOP_K, **unfiltered[i % 50])
+        if index_in_use(answer.to_json()):
+            return True
+        if time.perf_counter() - began > WARM_SECONDS:
+            return False
+        time.sleep(0.1)
+    return False
 
 
 def in_process(
-    db: Path, ranking: str, queries: list[dict[str, Any]], seconds: float
-) -> dict[str, Any]:
-    """One thread calling ``Memory.search`` back to back: the rate the server is held to."""
+    db: Path, ranking: str, queries: list[dict[str, Any]], seconds: float,
+    expect_index: bool = False,
+) -> dict[str, Any]:  # fmt: skip
+    """One thread calling ``Memory.search`` back to back, warmed as the server is: the
+    rate the server is held to. Run it with one BLAS thread (:func:`in_process_child`),
+    as each worker of a multi-worker server has, so it is the rate of one core."""
     with memstrata.open(db, embedder="hash", background_jobs=False) as m:
-        for query in queries[:5]:  # warm: the vector matrix, pages
-            m.search(NAMESPACE, ranking=ranking, top_k=TOP_K, **query)
+        warm = warm_memory(m, queries, ranking, expect_index)
         latencies = []
+        cpu_before = time.process_time()
         began = time.perf_counter()
         i = 0
         while time.perf_counter() - began < seconds:
@@ -260,13 +478,38 @@ def in_process(
             latencies.append(time.perf_counter() - sent)
             i += 1
         elapsed = time.perf_counter() - began
+        cpu = time.process_time() - cpu_before
     every = np.array(latencies) * 1000
     return {
         "ranking": ranking,
         "searches": int(every.size),
         "searches_per_s": round(every.size / elapsed, 1),
         "p50_ms": round(float(np.percentile(every, 50)), 2),
+        "cpu_ms_per_search": round(cpu * 1000 / every.size, 3),
+        "index_in_use": warm,
     }
+
+
+def in_process_child(
+    db: Path, ranking: str, records: int, seconds: float, expect_index: bool
+) -> dict[str, Any]:
+    """:func:`in_process` in a fresh process with one BLAS thread (numpy reads the
+    setting once, at import, so it cannot be changed in this one)."""
+    env = {**os.environ, **dict.fromkeys(BLAS_THREADS, "1")}
+    code = (
+        "import json, sys; from pathlib import Path; from bench import load_search as b; "
+        "_, q = b.workload(int(sys.argv[3])); print(json.dumps(b.in_process(Path(sys.argv[1]), "
+        "sys.argv[2], q, float(sys.argv[4]), sys.argv[5] == '1')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(db), ranking, str(records), str(seconds),
+         "1" if expect_index else "0"],
+        env=env, capture_output=True, text=True, check=False, timeout=WARM_SECONDS + 600,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"in-process run failed: {done.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
 
 
 def counts(text: str) -> list[int]:
@@ -282,10 +525,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--seconds", type=float, default=20.0, help="per ranking and count")
     parser.add_argument("--max-requests", type=int, default=100_000, help="per client")
     parser.add_argument("--rankings", default="lexical,hybrid,semantic")
+    parser.add_argument("--generators", default="raw,httpx",
+                        help="load generators run in turn: raw (plain sockets), httpx")  # fmt: skip
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     rankings = args.rankings.split(",")
+    generators = args.generators.split(",")
+    if unknown := set(generators) - set(GENERATORS):
+        parser.error(f"--generators: unknown {sorted(unknown)}; choose from {sorted(GENERATORS)}")
     cores = os.cpu_count() or 1
+    # the unfiltered searches' scope is the whole namespace: wide enough for the index
+    expect_index = args.records >= MIN_ROWS
 
     docs, queries = workload(args.records)
     load_before = os.getloadavg()
@@ -303,26 +553,28 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     finally:
         server.terminate()
         server.wait(timeout=60)
-    local = {r: in_process(db, r, queries, args.seconds) for r in rankings}
+    local = {r: in_process_child(db, r, args.records, args.seconds, expect_index) for r in rankings}
     print(f"in process: {json.dumps(local)}", file=sys.stderr)
     runs = []
+    warmed = []
     for workers in counts(args.workers):
         server = start_server(db, port, work / f"server-{workers}.log", workers=workers)
         try:
-            with httpx.Client(base_url=url, headers=headers) as c:
-                for ranking in rankings:  # warm every worker's caches (vector matrix, pages)
-                    for query in queries[: 5 * workers]:
-                        c.post(f"/v1/namespaces/{NAMESPACE}/search",
-                               json={**query, "ranking": ranking}).raise_for_status()  # fmt: skip
+            warm = warm_server(url, token, queries, rankings, workers, expect_index)
+            warmed.append({"workers": workers, **warm})
+            print(f"warm: {warmed[-1]}", file=sys.stderr)
+            pids = server_processes(server, workers)
             for ranking in rankings:
                 for clients in counts(args.clients):
-                    result = run_clients(url, token, ranking, queries, clients, args.seconds,
-                                         args.max_requests)  # fmt: skip
-                    bound = cores * local[ranking]["searches_per_s"]
-                    share = round(result["requests_per_s"] / bound, 3)
-                    result = {"workers": workers, **result, "of_cores_x_in_process": share}
-                    print(json.dumps(result), file=sys.stderr)
-                    runs.append(result)
+                    for generator in generators:
+                        result = run_clients(url, token, ranking, queries, clients,
+                                             args.seconds, args.max_requests, generator,
+                                             pids)  # fmt: skip
+                        bound = cores * local[ranking]["searches_per_s"]
+                        share = round(result["requests_per_s"] / bound, 3)
+                        result = {"workers": workers, **result, "of_cores_x_in_process": share}
+                        print(json.dumps(result), file=sys.stderr)
+                        runs.append(result)
         finally:
             server.terminate()
             server.wait(timeout=60)
@@ -342,10 +594,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "backlog_after_load": audit["backlog"],
             "auth": "on (bearer token looked up per request)",
             "log_level": "warning",
-            "db_bytes": sum(p.stat().st_size for p in work.glob("load.db*")),
+            "db_bytes": sum(p.stat().st_size for p in work.glob("load.db*") if p.is_file()),
         },
         "ingest": ingest,
         "in_process": list(local.values()),
+        "warm": warmed,
         "search": runs,
     }
     shutil.rmtree(work, ignore_errors=True)
