@@ -1,6 +1,6 @@
 """SQLite's change sequence of records (``scope_log``, which the scope copy and the past
 vectors catch up from): a new record's rowid is appended by the insert of its row
-(since m014; a trigger did before), an update's and a delete's by their triggers. Each
+(since m013; a trigger did before), an update's and a delete's by their triggers. Each
 change must be there once (a real file)."""
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def _revised(record: Record) -> Record:
 
 
 def test_a_store_with_the_insert_trigger_loses_it_and_logs_inserts_once(tmp_path: Path) -> None:
-    """A file from before m014 (the insert trigger in place) is migrated: the trigger
+    """A file from before m013 (the insert trigger in place) is migrated: the trigger
     goes, so a new record is logged once, not twice."""
     path = tmp_path / "m.db"
     memory = _open(path)
@@ -87,7 +87,7 @@ def test_a_store_with_the_insert_trigger_loses_it_and_logs_inserts_once(tmp_path
             " BEGIN INSERT INTO scope_log (record) VALUES (NEW.rowid); END"
         )
         conn.execute(
-            "DELETE FROM schema_migrations WHERE name = 'm014_scope_log_without_insert_trigger'"
+            "DELETE FROM schema_migrations WHERE name = 'm013_scope_log_without_insert_trigger'"
         )
     memory = _open(path)
     memory.upsert("ns", [{"id": "new", "content": "a new note"}])

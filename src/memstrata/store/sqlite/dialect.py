@@ -45,7 +45,7 @@ _INSERT_AT = (
     f"INSERT INTO records (rowid, {', '.join(ROW_FIELDS)}) "
     f"VALUES (?, {', '.join('?' for _ in ROW_FIELDS)})"
 )
-#: A new record's rowid appended to the change sequence (migration m014: its insert
+#: A new record's rowid appended to the change sequence (migration m013: its insert
 #: trigger's work, done here, a batch's rows in one executemany).
 _LOG_INSERT = "INSERT INTO scope_log (record) VALUES (?)"
 _UPDATE = (

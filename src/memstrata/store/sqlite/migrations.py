@@ -568,7 +568,7 @@ def m012_lexical_tail(conn: sqlite3.Connection) -> None:
 
 
 @migration
-def m014_scope_log_without_insert_trigger(conn: sqlite3.Connection) -> None:
+def m013_scope_log_without_insert_trigger(conn: sqlite3.Connection) -> None:
     """A new record's rowid is appended to ``scope_log`` by the statement after its
     insert (``SqliteDialect.insert_record``: a batch's in one executemany) rather than
     by a trigger run once per row, which cost a fifth of the records insert. Updates
