@@ -200,15 +200,16 @@ class Observe:
             method = scope["method"]
             self.metrics.requests.labels(method, route, str(status)).inc()
             self.metrics.latency.labels(method, route).observe(elapsed)
-            http_log.info(
-                "request",
-                extra={
-                    "method": method,
-                    "path": scope["path"],
-                    "route": route,
-                    "status": status,
-                    "duration_ms": round(elapsed * 1000, 3),
-                    "actor": scope.get("state", {}).get("actor"),
-                },
-            )
+            if http_log.isEnabledFor(logging.INFO):  # the line's fields cost when unread
+                http_log.info(
+                    "request",
+                    extra={
+                        "method": method,
+                        "path": scope["path"],
+                        "route": route,
+                        "status": status,
+                        "duration_ms": round(elapsed * 1000, 3),
+                        "actor": scope.get("state", {}).get("actor"),
+                    },
+                )
             request_id.reset(token)

@@ -182,7 +182,10 @@ class Record(BaseModel):
 
     def to_json(self, *, include_vector: bool = False) -> dict[str, Any]:
         """The record as JSON-ready data: unset optional fields absent, payload base64."""
-        exclude = {"if_version"} if include_vector else {"if_version", "vector"}
+        # exclude_none drops the unset ones already; an exclude set costs pydantic more
+        # than the dump itself (19 against 8 us a record), so name only fields set
+        hidden = ("if_version",) if include_vector else ("if_version", "vector")
+        exclude = {name for name in hidden if getattr(self, name) is not None} or None
         data = self.model_dump(mode="json", exclude_none=True, exclude=exclude)
         if not data.get("supersedes"):
             data.pop("supersedes", None)
