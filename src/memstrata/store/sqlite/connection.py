@@ -7,9 +7,7 @@ deadlock upgrading a read to a write; a busy file is waited for, not reported.
 from __future__ import annotations
 
 import contextlib
-import os
 import sqlite3
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -23,14 +21,8 @@ T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 60_000
 CHECKPOINT_WAIT_MS = 50
-#: How long a hard delete's checkpoint waits for a pass of the checkpointer thread.
-CHECKPOINTER_WAIT_S = 5.0
-#: WAL pages (4 KiB) not yet copied into the file after which a writing process's
-#: checkpointer thread (:class:`Checkpointer`) copies them, off the writer's path.
+#: WAL pages (4 KiB) written before SQLite checkpoints on its own.
 WAL_CHECKPOINT_PAGES = 10_000
-#: WAL pages after which SQLite checkpoints on its own, inside the committing write:
-#: only when the checkpointer falls behind (or cannot tell how far the WAL is).
-WAL_AUTOCHECKPOINT_PAGES = 4 * WAL_CHECKPOINT_PAGES
 _LOCK_RETRY_SECONDS = 120.0
 
 
@@ -55,10 +47,8 @@ def connect(path: str) -> sqlite3.Connection:
     # so the default checkpointed after nearly every batch, writing the pages that the
     # next batch rewrites again. A process crash loses nothing either way; with
     # synchronous = NORMAL a power loss can take back what was committed since the
-    # last checkpoint, so up to ~40 MiB of commits instead of ~4 MiB. The checkpoint
-    # is the writing process's checkpointer thread's (Checkpointer): SQLite's own,
-    # which a commit would wait for, only past four times that.
-    conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
+    # last checkpoint, so now up to ~40 MiB of commits instead of ~4 MiB.
+    conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
     return conn
 
 
@@ -211,114 +201,6 @@ class Transaction:
         return getattr(self.raw, name)
 
 
-#: Where the WAL index (the ``-shm`` file, https://sqlite.org/walformat.html) keeps
-#: its header's ``mxFrame`` (frames in the WAL) and its checkpoint info's
-#: ``nBackfill`` (frames of them already copied into the database file): 32-bit
-#: unsigned integers in the host's byte order.
-_SHM_HEADER = 136
-_MX_FRAME = struct.Struct("=I")
-_MX_FRAME_AT, _BACKFILL_AT = 16, 96
-
-
-def wal_frames(path: str) -> tuple[int, int] | None:
-    """(frames in the WAL, frames of them already copied into the file) of the file at
-    ``path``, as its WAL index says; None when there is no index to read (no WAL,
-    another journal mode)."""
-    try:
-        fd = os.open(path + "-shm", os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        header = os.pread(fd, _SHM_HEADER, 0)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    if len(header) < _SHM_HEADER:
-        return None
-    (frames,) = _MX_FRAME.unpack_from(header, _MX_FRAME_AT)
-    (copied,) = _MX_FRAME.unpack_from(header, _BACKFILL_AT)
-    return frames, min(copied, frames)
-
-
-class Checkpointer:
-    """A thread of the writing process that copies the WAL into the database file
-    (``wal_checkpoint(PASSIVE)``, on a connection of its own) once a commit leaves
-    ``WAL_CHECKPOINT_PAGES`` uncopied, instead of SQLite doing it inside that commit.
-    A checkpoint of ~40 MiB of WAL took a third of an ingest batch's time, paid by
-    every tenth batch; now it runs beside the next batch, mostly outside the GIL
-    (sqlite3 lets go of it while SQLite works). PASSIVE: it never waits for, nor
-    blocks, a reader or a writer; what it cannot copy yet, the next one does."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._wake = threading.Event()
-        self._stop = False
-        self._working = False
-        self._pid = os.getpid()
-        self._thread = threading.Thread(target=self._run, name="memstrata-checkpoint", daemon=True)
-        self._thread.start()
-
-    def alive(self) -> bool:
-        """Whether the thread serves this process (a forked child has none)."""
-        return self._pid == os.getpid() and self._thread.is_alive()
-
-    def wake(self) -> None:
-        self._working = True
-        self._wake.set()
-
-    def busy(self) -> bool:
-        """Whether it was woken and has not finished since."""
-        return self._working
-
-    def wait(self, seconds: float) -> None:
-        """Returns once the thread is not copying, or after ``seconds``."""
-        deadline = time.monotonic() + seconds
-        while self._working and time.monotonic() < deadline:
-            time.sleep(0.005)
-
-    def _run(self) -> None:
-        conn: sqlite3.Connection | None = None
-        try:
-            while True:
-                self._wake.wait()
-                self._wake.clear()
-                if self._stop:
-                    return
-                if conn is None:
-                    conn = connect(self.path)
-                try:
-                    self._catch_up(conn)
-                finally:
-                    self._working = False
-        finally:
-            if conn is not None:
-                conn.close()
-
-    def _catch_up(self, conn: sqlite3.Connection) -> None:
-        """Checkpoints until the WAL is all copied, or a pass copies nothing new (a
-        reader still needs what is left): the frames committed during a long pass are
-        copied by the next, short one. (The WAL starts over, instead of growing, only
-        at a write transaction that begins with it all copied: Database._after_commit.)"""
-        copied_before = -1
-        while not self._stop:
-            try:
-                (row,) = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-            except sqlite3.Error:
-                return
-            _, frames, copied = row
-            if frames <= 0 or copied >= frames or copied <= copied_before:
-                return
-            copied_before = copied
-
-    def stop(self) -> None:
-        if self._pid != os.getpid():
-            return
-        self._stop = True
-        self._wake.set()
-        self._thread.join()
-
-
 class Database:
     """One connection per thread on one file; writes serialised within the process."""
 
@@ -328,7 +210,6 @@ class Database:
         self._write_lock = threading.RLock()
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
-        self._checkpointer: Checkpointer | None = None
 
     def conn(self) -> sqlite3.Connection:
         """The calling thread's connection (inside a write, with the write's held-back
@@ -384,37 +265,11 @@ class Database:
                 raise
             else:
                 _with_lock_retry(lambda: conn.execute("COMMIT"))
-                self._after_commit(conn)
             finally:
                 self._local.depth = 0
                 self._local.tx = None
             for hook in tx.committed:
                 hook()
-
-    def _after_commit(self, conn: sqlite3.Connection) -> None:
-        """Wakes the checkpointer (started on first need) when the WAL holds enough
-        uncopied pages; once it has copied them, copies what is left here. The WAL
-        starts over (rather than growing) only at a write whose transaction began with
-        it all copied, and the next write's begins right after this commit: too soon
-        for the thread. What is left is about one write's pages, against all of them
-        that SQLite's own checkpoint would copy here. Called with the write lock held."""
-        found = wal_frames(self.path)
-        if found is None:
-            return
-        frames, copied = found
-        if frames < WAL_CHECKPOINT_PAGES:
-            return
-        checkpointer = self._checkpointer
-        if checkpointer is None or not checkpointer.alive():
-            try:
-                checkpointer = self._checkpointer = Checkpointer(self.path)
-            except RuntimeError:  # no thread to be had: SQLite's own checkpoint copies it
-                return
-        if frames - copied >= WAL_CHECKPOINT_PAGES:
-            checkpointer.wake()
-        elif not checkpointer.busy():
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
     def writing(self) -> bool:
         """Whether the calling thread is inside a write transaction."""
@@ -453,12 +308,7 @@ class Database:
     def checkpoint(self) -> bool:
         """Copies the WAL into the file and empties it (after a hard delete: the WAL
         still holds the deleted pages' old images). Waits at most a moment: when a
-        reader still needs the WAL, it is left for the next checkpoint. A pass of this
-        process's checkpointer under way is waited for first (it holds the checkpoint
-        lock, which this one would be refused)."""
-        checkpointer = self._checkpointer
-        if checkpointer is not None and checkpointer.alive():
-            checkpointer.wait(CHECKPOINTER_WAIT_S)
+        reader still needs the WAL, it is left for SQLite's next checkpoint."""
         conn = self.conn()
         conn.execute(f"PRAGMA busy_timeout = {CHECKPOINT_WAIT_MS}")
         try:
@@ -470,9 +320,6 @@ class Database:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
     def close(self) -> None:
-        checkpointer, self._checkpointer = self._checkpointer, None
-        if checkpointer is not None:
-            checkpointer.stop()
         with self._all_lock:
             for conn in self._all:
                 with contextlib.suppress(sqlite3.ProgrammingError):
