@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
 import sqlite3
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -72,3 +73,16 @@ def size_label(size: int) -> str:
     if size % 1_000_000 == 0:
         return f"{size // 1_000_000}m"
     return f"{size // 1000}k" if size % 1000 == 0 else str(size)
+
+
+def sized_study(doc: str | None, run: Callable[[int, int], dict[str, Any]], name: str) -> None:
+    """The command line of a study of one store size: ``--size``, ``--seed``, ``--out``
+    (default ``bench/results/<name>_<size>k.json``)."""
+    parser = argparse.ArgumentParser(description=doc)
+    parser.add_argument("--size", type=int, default=100_000)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    result = run(args.size, args.seed)
+    log(str(result))
+    write_json(args.out or RESULTS / f"{name}_{args.size // 1000}k.json", result)

@@ -13,7 +13,6 @@ swing hits both alike): the same hits and scores, and each one's p50.
 
 from __future__ import annotations
 
-import argparse
 import math
 import shutil
 import statistics
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import memstrata
-from bench.common import RESULTS, log, machine, write_json
+from bench.common import machine, sized_study
 from bench.engines.memstrata_engine import MemstrataEngine
 from bench.synth import generate
 from memstrata.store.sql import lexical
@@ -102,14 +101,7 @@ def run(size: int, seed: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--size", type=int, default=100_000)
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
-    result = run(args.size, args.seed)
-    log(str(result))
-    write_json(args.out or RESULTS / f"fresh_postings_{args.size // 1000}k.json", result)
+    sized_study(__doc__, run, "fresh_postings")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ integrity checks, a migration) is not here.
 
 from __future__ import annotations
 
-import argparse
 import math
 import shutil
 import sqlite3
@@ -34,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import RESULTS, log, machine, write_json
+from bench.common import machine, sized_study
 from bench.engines.memstrata_engine import MemstrataEngine
 from bench.synth import generate
 from memstrata.store.sql import lexical
@@ -260,14 +259,7 @@ def run(size: int, seed: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--size", type=int, default=100_000)
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
-    result = run(args.size, args.seed)
-    log(str(result))
-    write_json(args.out or RESULTS / f"lexical_segments_{args.size // 1000}k.json", result)
+    sized_study(__doc__, run, "lexical_segments")
 
 
 if __name__ == "__main__":
