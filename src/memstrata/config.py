@@ -96,6 +96,15 @@ class ServerSettings(BaseModel):
         description="Server processes sharing the database and the ports (memstrata serve "
         "--workers); about one per core",
     )
+    threads: int | None = Field(
+        default=None,
+        ge=1,
+        le=1000,
+        description="Request handlers each worker process runs at once; the others wait "
+        "their turn. Default: 1 on SQLite, where a handler's work is Python and numpy under "
+        "one interpreter lock, so handlers run side by side only slow each other; 40 on "
+        "PostgreSQL, where handlers mostly wait on the database",
+    )
     mine_roots: list[str] = Field(
         default_factory=list,
         description="Folders a REST mine job may read (each, and everything under it). "
