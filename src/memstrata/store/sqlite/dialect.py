@@ -256,13 +256,14 @@ class SqliteDialect(Dialect):
             rowids, similarities = np.zeros(0, np.int64), np.zeros(0, np.float32)
             if in_scope.shape[0]:
                 matrix = self._vectors.refresh(conn, embedder_id, int(query.shape[0]))
-                rowids, positions = matrix.locate(in_scope)
+                view = self._vectors.view(matrix)
+                rowids, positions = view.locate(in_scope)
                 if rowids.shape[0]:
-                    similarities = matrix.scores_at(positions, query)
+                    similarities = view.scores_at(positions, query)
                     # the best, scored again row by row (ties by id: scoring.rescored)
                     chosen = top_k(similarities, lane.limit)
                     rowids, positions = rowids[chosen], positions[chosen]
-                    similarities = rescored(matrix.rows[positions], query)
+                    similarities = rescored(view.rows[positions], query)
             kept = self._past.scores(conn, embedder_id, query, dict(old))
             if kept:
                 rowids = np.concatenate([rowids, np.fromiter(kept, np.int64, len(kept))])
@@ -321,28 +322,27 @@ class SqliteDialect(Dialect):
                 return [], 0
             # The cache, refreshed inside this read, knows which records have a vector.
             matrix = self._vectors.refresh(conn, embedder_id, int(query.shape[0]))
+            view = self._vectors.view(matrix)  # the arrays this search reads
             query = query.astype(np.float32)
             # the scope copy (or SQL) decided the scope: only whether each has a vector
-            rowids, positions = matrix.locate(in_scope)
+            rowids, positions = view.locate(in_scope)
             unembedded = int(in_scope.shape[0] - rowids.shape[0])
             if rowids.shape[0] == 0:
                 return [], unembedded
             found = SemanticHits()
             # a wide scope: the index's candidates, each then scored exactly
-            candidates = self._vectors.candidates(matrix, rowids, query, limit)
+            candidates = self._vectors.candidates(matrix, view, rowids, query, limit)
             if candidates is not None:
-                rowids, found.found_by = candidates, "ivf"
-                positions = matrix.position[rowids]
-                similarities = matrix.scores_at(positions, query)
-            elif matrix.whole(rowids):  # every row, exact: one pass in matrix order
-                count = matrix.count  # read once: a writer may append meanwhile
-                rowids = matrix.rowid_of[:count]
-                positions = np.arange(count)
-                similarities = matrix.rows[:count] @ query
+                rowids, positions, similarities = candidates
+                found.found_by = "ivf"
+            elif view.whole(rowids):  # every row, exact: one pass in matrix order
+                rowids = view.rowid_of[: view.count]
+                positions = np.arange(view.count)
+                similarities = view.rows[: view.count] @ query
             else:
-                similarities = matrix.scores_at(positions, query)
+                similarities = view.scores_at(positions, query)
             chosen = top_k(similarities, limit)
-            scores = rescored(matrix.rows[positions[chosen]], query)
+            scores = rescored(view.rows[positions[chosen]], query)
             by_rowid = dict(zip(rowids[chosen].tolist(), scores.tolist(), strict=True))
             test, params = self.in_list("rowid", list(by_rowid))
             records = conn.execute(f"SELECT {COLUMNS} FROM records WHERE {test}", params).fetchall()

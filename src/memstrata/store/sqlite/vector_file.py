@@ -76,11 +76,15 @@ def save(where: Path, embedder_id: str, matrix: _Matrix) -> None:
         }
         if index.centroids is not None:
             lists, centroids = index.members, index.centroids
-            parts[".ivf.npz"] = lambda out: np.savez(
-                out, centroids=centroids, members=np.concatenate(lists),
-                sizes=np.asarray([m.shape[0] for m in lists], dtype=np.int64),
-                probes=index.probes, trained=np.int64(index.trained),
-            )  # fmt: skip
+            # where the saved rows hold each list's run (they are the matrix's rows)
+            arrays: dict[str, Any] = {
+                "centroids": centroids, "members": np.concatenate(lists),
+                "sizes": np.asarray([m.shape[0] for m in lists], dtype=np.int64),
+                "probes": index.probes, "trained": np.int64(index.trained),
+            }  # fmt: skip
+            if index.runs is not None and index.layout == matrix.layout:
+                arrays["runs"] = index.runs  # where the saved rows hold each list's run
+            parts[".ivf.npz"] = lambda out: np.savez(out, **arrays)
         Path(str(base) + ".json").unlink(missing_ok=True)  # the old copy is void from here
         Path(str(base) + ".graph").unlink(missing_ok=True)  # format 2's HNSW graph
         for suffix, write in parts.items():
@@ -149,13 +153,20 @@ def load(
 
 
 def _load_index(path: Path, rowids: np.ndarray, dimensions: int) -> tuple[Any, ...] | None:
-    """A saved index's parts, when its lists hold each present rowid of the copy once."""
+    """A saved index's parts, when its lists hold each present rowid of the copy once;
+    its lists' runs of rows when saved, in order and within the rows (else None)."""
     with np.load(path) as saved:
         centroids, members = saved["centroids"], saved["members"]
         sizes, probes, trained = saved["sizes"], saved["probes"], int(saved["trained"])
+        runs = saved["runs"] if "runs" in saved.files else None
     present = rowids[rowids >= 0]
     if centroids.ndim != 2 or centroids.shape[1] != dimensions:
         return None
+    if runs is not None and (
+        runs.shape != (centroids.shape[0] + 1,) or int(runs[0]) < 0
+        or bool((np.diff(runs) < 0).any()) or int(runs[-1]) > rowids.shape[0]
+    ):  # fmt: skip
+        runs = None  # the lists are still good; their rows are gathered
     if sizes.shape != (centroids.shape[0],) or int(sizes.sum()) != members.shape[0]:
         return None
     if members.shape[0] != present.shape[0]:
@@ -169,4 +180,4 @@ def _load_index(path: Path, rowids: np.ndarray, dimensions: int) -> tuple[Any, .
         if int(np.count_nonzero(held)) != members.shape[0] or not held[present].all():
             return None
     lists = np.split(members, np.cumsum(sizes)[:-1])
-    return centroids, lists, probes, trained
+    return centroids, lists, probes, trained, runs

@@ -36,6 +36,9 @@ class _Matrix:
         self.seq = 0
         self.live = 0  # rowids with a vector
         self.index = ListIndex(dimensions)
+        #: Bumped when :meth:`regroup` moves rows: positions of one layout are never
+        #: read against the arrays of another (a search holds one :class:`View`).
+        self.layout = 0
         # while a mapped matrix is copied into memory (``_load_mapped``): the rows
         # written into the mapping meanwhile, which the copy takes again at its swap
         self.written: list[np.ndarray] | None = None
@@ -93,25 +96,59 @@ class _Matrix:
     def gather(self, rowids: np.ndarray) -> np.ndarray:
         return self.rows[self.position[rowids]]
 
+    def view(self) -> View:
+        """The arrays as they are now, for one search to read without the lock."""
+        return View(self.rows, self.position, self.rowid_of, self.count, self.live, self.layout)
+
+    def regroup(self, order: np.ndarray) -> None:
+        """Rewrites the matrix with the vectors of ``order`` (every rowid that has one,
+        each once) in that order, withdrawn rows dropped: the index's lists then lie in
+        contiguous runs of rows. New arrays, so a search holding the old ones reads them
+        as they were."""
+        positions = self.position[order]
+        count = int(order.shape[0])
+        capacity = max(1024, count + count // 4)  # room for later vectors, as reserve
+        rows = np.empty((capacity, self.dimensions), np.float32)
+        for start in range(0, count, _REGROUP_CHUNK):
+            stop = min(count, start + _REGROUP_CHUNK)
+            np.take(self.rows, positions[start:stop], axis=0, out=rows[start:stop])
+        position = np.full(self.position.shape[0], -1, dtype=np.int64)
+        position[order] = np.arange(count)
+        rowid_of = np.full(capacity, -1, dtype=np.int64)
+        rowid_of[:count] = order
+        self.rows, self.position, self.rowid_of = rows, position, rowid_of
+        self.count = self.live = count
+        self.layout += 1
+
+
+class View:
+    """One search's reading of a matrix: its arrays as they were when taken. A writer
+    appends past ``count`` or swaps in new arrays (growing, regrouping), so these stay
+    consistent with one another; a vector rewritten in place may be read either way,
+    as a refresh running beside the search would let it be."""
+
+    __slots__ = ("count", "layout", "live", "position", "rowid_of", "rows")
+
+    def __init__(self, rows: np.ndarray, position: np.ndarray, rowid_of: np.ndarray,
+                 count: int, live: int, layout: int) -> None:  # fmt: skip
+        self.rows, self.position, self.rowid_of = rows, position, rowid_of
+        self.count, self.live, self.layout = count, live, layout
+
     def locate(self, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The given records that have a vector, and their matrix rows: one lookup,
-        which scoring then uses as is (no second rowid -> row gather)."""
+        """The given records that have a vector in this view, and their matrix rows: one
+        lookup, which scoring then uses as is (no second rowid -> row gather). A row a
+        writer appended after the view was read (past ``count``: the arrays it shares
+        with the matrix may already name it) is not in it."""
         if rowids.shape[0] and int(rowids.max()) < self.position.shape[0]:
             positions = self.position[rowids]
         else:
             positions = np.full(rowids.shape[0], -1, np.int64)
             inside = rowids < self.position.shape[0]
             positions[inside] = self.position[rowids[inside]]
-        if positions.shape[0] and int(positions.min()) < 0:
-            kept = positions >= 0
+        if positions.shape[0] and (int(positions.min()) < 0 or int(positions.max()) >= self.count):
+            kept = (positions >= 0) & (positions < self.count)
             return rowids[kept], positions[kept]
         return rowids, positions
-
-    def scores(self, rowids: np.ndarray, query: np.ndarray) -> np.ndarray:
-        """Cosine similarity of ``query`` with each given record's vector. A narrow scope
-        gathers its rows first; a wide one scores every row in one pass (cheaper than
-        copying most of the matrix) and picks its own."""
-        return self.scores_at(self.position[rowids], query)
 
     def whole(self, rowids: np.ndarray) -> bool:
         """Whether these (distinct) records with a vector are every row of the matrix:
@@ -119,7 +156,8 @@ class _Matrix:
         return rowids.shape[0] == self.count == self.live
 
     def scores_at(self, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
-        """Cosine similarity of ``query`` with the vectors at these matrix rows."""
+        """Cosine similarity of ``query`` with the vectors at these matrix rows: a
+        narrow scope gathers its rows, a wide one scores every row in one pass."""
         return scores_at(self.rows, self.count, positions, query)
 
 
@@ -137,14 +175,20 @@ class VectorCache:
         self._unsaved: dict[str, int] = {}  # vectors read from the table since a save
         self.loading: threading.Thread | None = None  # the latest mapped matrix's copy
 
+    def view(self, matrix: _Matrix) -> View:
+        """The matrix's arrays as one consistent reading (taken under the lock)."""
+        with self._lock:
+            return matrix.view()
+
     def candidates(
-        self, matrix: _Matrix, rowids: np.ndarray, query: np.ndarray, limit: int
-    ) -> np.ndarray | None:
-        """For a wide scope (``rowids``: the in-scope records with a vector), the
-        rowids the index offers, a superset of its ``limit`` nearest in the scope;
-        None when the scope is not wide, or its index is not built yet (one is started)
-        or finds too few: the caller scores the scope exactly. A scope of enough rows
-        but under ``min_share`` of the store uses a built index only where it pays
+        self, matrix: _Matrix, view: View, rowids: np.ndarray, query: np.ndarray, limit: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """For a wide scope (``rowids``: the in-scope records with a vector), what the
+        index offers, a superset of its ``limit`` nearest in the scope: their rowids,
+        their rows in ``view`` and their similarities to ``query``. None when the scope
+        is not wide, or its index is not built yet (one is started) or finds too few:
+        the caller scores the scope exactly. A scope of enough rows but under
+        ``min_share`` of the store uses a built index only where it pays
         (``ListIndex.pays``); it never starts a build."""
         with self._lock:
             if rowids.shape[0] < max(1, self.min_rows):
@@ -157,10 +201,16 @@ class VectorCache:
             if not matrix.index.ready:
                 return None
             member: np.ndarray | None = None
-            if rowids.shape[0] < matrix.live:
-                member = np.zeros(matrix.position.shape[0], dtype=bool)
+            if rowids.shape[0] < view.live:
+                member = np.zeros(view.position.shape[0], dtype=bool)
                 member[rowids] = True
-            return matrix.index.search(member, int(rowids.shape[0]), query, limit)
+            found = matrix.index.search(member, int(rowids.shape[0]), query, limit, view)
+        if found is None:
+            return None
+        rowids, positions, similarities = found
+        if similarities is None:  # the lists' rows are not in runs: gathered one by one
+            similarities = view.scores_at(positions, query)
+        return rowids, positions, similarities
 
     def build_index(self, matrix: _Matrix) -> None:
         """Builds the matrix's index now, in this thread, unless it has one."""
@@ -192,10 +242,27 @@ class VectorCache:
             return alive, matrix.gather(changed[alive])
 
         matrix.index.build(rowids, positions, rows, self._lock, current)
+        with self._lock:
+            self._regroup(matrix)
         with self._lock:  # the index and its matrix, saved at one seq
             for embedder_id, held in self._matrices.items():
                 if held is matrix and matrix.count >= vector_file.SAVE_MIN:
                     self._save(embedder_id, matrix)
+
+    @staticmethod
+    def _regroup(matrix: _Matrix) -> None:
+        """Lays the matrix's rows out in its index's lists, each list a run of rows (a
+        probe then scores a run in one pass instead of gathering its rows), unless the
+        index is not built or already so laid out, the lists do not hold every vector,
+        or the rows are still being copied from a saved matrix (that copy swaps its own
+        arrays in when done, and regroups then). Called with the lock held."""
+        index = matrix.index
+        if (
+            index.ready and matrix.written is None and index.size == matrix.live
+            and not (index.runs is not None and index.layout == matrix.layout)
+        ):  # fmt: skip
+            matrix.regroup(np.concatenate(index.members))
+            index.grouped(matrix.position, matrix.layout)
 
     def matrices(self, dimensions: int) -> list[str]:
         """The embedders whose matrix this process holds, of these dimensions."""
@@ -264,7 +331,10 @@ class VectorCache:
         matrix.live = int(present.shape[0])
         matrix.seq = int(meta["seq"])
         if index is not None:
-            matrix.index.install(*index)
+            centroids, lists, probes, trained, spans = index
+            matrix.index.install(centroids, lists, probes, trained)
+            if spans is not None:  # the saved rows hold the lists in runs
+                matrix.index.grouped(matrix.position, matrix.layout, spans)
         if self.background:
             # Searches read the mapping at once; meanwhile the rows are copied into this
             # process's memory, so later searches never fault a page in (at 1M a first
@@ -294,6 +364,7 @@ class VectorCache:
                         copy[positions] = mapped[positions]
                     matrix.rows = copy
                 matrix.written = None
+                self._regroup(matrix)  # a copy saved before lists had runs gets them
         except MemoryError:  # the mapping keeps serving
             with self._lock:
                 matrix.written = None
@@ -305,6 +376,7 @@ class VectorCache:
 
 
 _CHUNK = 4096
+_REGROUP_CHUNK = 16384  # rows copied per step of a regroup (24 MiB at 384 dimensions)
 
 
 _LOAD_CHUNK = 16384  # rows copied from a mapping per step (24 MiB at 384 dimensions)
