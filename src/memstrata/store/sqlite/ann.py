@@ -376,7 +376,8 @@ class ListIndex:
         kept = self.in_run[keys]  # a withdrawn row's -1 reads the spare slot: False
         if member is not None:
             kept &= member[keys]
-        if member is None or kept.mean() >= RUN_SHARE:  # whole runs, then the kept
+        if member is None or np.count_nonzero(kept) >= RUN_SHARE * kept.shape[0]:
+            # whole runs, then the kept
             scores = np.concatenate([view.rows[a:b] @ query for a, b in spans])[kept]
             keys, at = keys[kept], at[kept]
         else:  # few of the runs' rows in scope: gather those (rows near each other)
