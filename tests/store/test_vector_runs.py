@@ -114,12 +114,13 @@ def test_a_search_through_the_runs_offers_what_the_lists_hold_at_exact_scores(
 
 def test_a_view_from_before_a_regroup_reads_its_own_arrays() -> None:
     rng = np.random.default_rng(3)
-    _, matrix = built(rng, 300)
+    cache, matrix = built(rng, 300)
     before = matrix.view()
     query = unit(rng.normal(size=DIMENSIONS))
     matrix.put(np.array([7]), unit(rng.normal(size=(1, DIMENSIONS))))  # row 300: a new one
-    matrix.regroup(np.concatenate(matrix.index.members))  # rows move
-    matrix.index.grouped(matrix.position, matrix.layout)
+    matrix.index.runs = None  # lay the rows out again: they move
+    cache._regroup(matrix)
+    assert matrix.index.runs is not None and matrix.index.layout == matrix.layout
     assert matrix.layout != before.layout and (matrix.position != -1).sum() == 301
     found = matrix.index.search(None, before.live, query, 10, before)
     assert found is not None
@@ -129,6 +130,58 @@ def test_a_view_from_before_a_regroup_reads_its_own_arrays() -> None:
     assert 7 not in rowids.tolist()  # taken after the view was read
     # the same vectors the regrouped matrix holds for them, read from the view's rows
     assert np.array_equal(before.rows[positions], matrix.rows[matrix.position[rowids]])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**31),
+    changes=st.lists(
+        st.tuples(st.sampled_from(["add", "rewrite", "withdraw", "readd"]), st.integers(1, 40)),
+        max_size=5,
+    ),
+)
+def test_writes_made_while_a_regroup_copies_are_carried_over(
+    seed: int, changes: list[tuple[str, int]]
+) -> None:
+    """A regroup copies the rows outside the lock: what was added, rewritten or
+    withdrawn meanwhile is in the regrouped matrix as it is in the matrix it replaces."""
+    rng = np.random.default_rng(seed)
+    _, matrix = built(rng, 200)
+    order = np.concatenate(matrix.index.members)  # as the regroup's first step takes them
+    runs = np.concatenate(([0], np.cumsum([m.shape[0] for m in matrix.index.members])))
+    rows = np.empty((order.shape[0] + 8, DIMENSIONS), np.float32)  # little room: it grows
+    rows[: order.shape[0]] = matrix.rows[matrix.position[order]]
+    matrix.written = []
+    top = 1000
+    for kind, size in changes:
+        live = np.flatnonzero(matrix.position >= 0)
+        picked = rng.choice(live, min(size, live.shape[0] - 1), replace=False)
+        if kind == "add":
+            picked = np.arange(top, top + size, dtype=np.int64)
+            top += size
+        elif kind == "withdraw":
+            matrix.withdraw(picked)
+            continue
+        elif kind == "readd":  # withdrawn, then given a vector again: a new row
+            matrix.withdraw(picked)
+        matrix.put(picked, unit(rng.normal(size=(picked.shape[0], DIMENSIONS))))
+    expected = {int(r): matrix.rows[matrix.position[r]].copy()
+                for r in np.flatnonzero(matrix.position >= 0)}  # fmt: skip
+    written, matrix.written = matrix.written, None
+    matrix.regroup(order, rows, written)
+    matrix.index.grouped(matrix.position, matrix.layout, runs)
+    present = np.flatnonzero(matrix.position >= 0)
+    assert set(present.tolist()) == set(expected)
+    assert matrix.live == len(expected)
+    assert (matrix.rowid_of[matrix.position[present]] == present).all()
+    for rowid in present.tolist():
+        assert np.array_equal(matrix.rows[matrix.position[rowid]], expected[rowid])
+    view = matrix.view()
+    query = unit(rng.normal(size=DIMENSIONS))
+    found = matrix.index.search(None, view.live, query, 10, view)
+    assert found is not None and found[2] is not None
+    assert len(set(found[0].tolist())) == found[0].shape[0]
+    np.testing.assert_allclose(found[2], view.rows[found[1]] @ query, atol=1e-5)
 
 
 def test_a_build_in_a_thread_beside_searches_keeps_every_answer_exact() -> None:

@@ -39,8 +39,9 @@ class _Matrix:
         #: Bumped when :meth:`regroup` moves rows: positions of one layout are never
         #: read against the arrays of another (a search holds one :class:`View`).
         self.layout = 0
-        # while a mapped matrix is copied into memory (``_load_mapped``): the rows
-        # written into the mapping meanwhile, which the copy takes again at its swap
+        # while the rows are copied outside the lock (a mapped matrix into memory,
+        # ``_load_mapped``; or into the lists' runs, ``regroup``): the positions
+        # written meanwhile, which the copy takes again at its swap
         self.written: list[np.ndarray] | None = None
 
     def reserve(self, rows: int, top_rowid: int) -> None:
@@ -100,24 +101,43 @@ class _Matrix:
         """The arrays as they are now, for one search to read without the lock."""
         return View(self.rows, self.position, self.rowid_of, self.count, self.live, self.layout)
 
-    def regroup(self, order: np.ndarray) -> None:
-        """Rewrites the matrix with the vectors of ``order`` (every rowid that has one,
-        each once) in that order, withdrawn rows dropped: the index's lists then lie in
-        contiguous runs of rows. New arrays, so a search holding the old ones reads them
-        as they were."""
-        positions = self.position[order]
+    def regroup(self, order: np.ndarray, rows: np.ndarray, written: list[np.ndarray]) -> None:
+        """Takes ``rows`` (this matrix's vectors of ``order``, every rowid that had one
+        when the copy began, in that order, copied outside the lock; room past them) as
+        its rows, so the index's lists lie in runs of rows, and carries over what was
+        written meanwhile (``written``: the positions ``put`` wrote since): rewritten
+        vectors are taken again, withdrawn ones dropped, added ones appended. New
+        arrays, so a search holding the old ones reads them as they were."""
         count = int(order.shape[0])
-        capacity = max(1024, count + count // 4)  # room for later vectors, as reserve
-        rows = np.empty((capacity, self.dimensions), np.float32)
-        for start in range(0, count, _REGROUP_CHUNK):
-            stop = min(count, start + _REGROUP_CHUNK)
-            np.take(self.rows, positions[start:stop], axis=0, out=rows[start:stop])
         position = np.full(self.position.shape[0], -1, dtype=np.int64)
         position[order] = np.arange(count)
-        rowid_of = np.full(capacity, -1, dtype=np.int64)
+        rowid_of = np.full(rows.shape[0], -1, dtype=np.int64)
         rowid_of[:count] = order
+        if written:  # rewritten since the copy began: their vectors now
+            again = self.rowid_of[np.unique(np.concatenate(written))]
+            again = again[again >= 0]
+            again = again[position[again] >= 0]
+            rows[position[again]] = self.rows[self.position[again]]
+        gone = order[self.position[order] < 0]  # withdrawn since
+        rowid_of[position[gone]] = -1
+        position[gone] = -1
+        held = self.rowid_of[: self.count]
+        added = held[(held >= 0) & (position[np.maximum(held, 0)] < 0)]  # added since
+        if added.shape[0]:
+            need = count + int(added.shape[0])
+            if need > rows.shape[0]:
+                grown = np.empty((need + need // 4, self.dimensions), np.float32)
+                grown[:count] = rows[:count]
+                rows = grown
+                rowid_of = np.concatenate([rowid_of, np.full(grown.shape[0] - rowid_of.shape[0],
+                                                             -1, dtype=np.int64)])  # fmt: skip
+            rows[count:need] = self.rows[self.position[added]]
+            position[added] = np.arange(count, need)
+            rowid_of[count:need] = added
+            count = need
         self.rows, self.position, self.rowid_of = rows, position, rowid_of
-        self.count = self.live = count
+        self.live = count - int(gone.shape[0])
+        self.count = count
         self.layout += 1
 
 
@@ -242,27 +262,47 @@ class VectorCache:
             return alive, matrix.gather(changed[alive])
 
         matrix.index.build(rowids, positions, rows, self._lock, current)
-        with self._lock:
-            self._regroup(matrix)
+        self._regroup(matrix)
         with self._lock:  # the index and its matrix, saved at one seq
             for embedder_id, held in self._matrices.items():
                 if held is matrix and matrix.count >= vector_file.SAVE_MIN:
                     self._save(embedder_id, matrix)
 
-    @staticmethod
-    def _regroup(matrix: _Matrix) -> None:
+    def _regroup(self, matrix: _Matrix) -> None:
         """Lays the matrix's rows out in its index's lists, each list a run of rows (a
         probe then scores a run in one pass instead of gathering its rows), unless the
         index is not built or already so laid out, the lists do not hold every vector,
-        or the rows are still being copied from a saved matrix (that copy swaps its own
-        arrays in when done, and regroups then). Called with the lock held."""
-        index = matrix.index
-        if (
-            index.ready and matrix.written is None and index.size == matrix.live
-            and not (index.runs is not None and index.layout == matrix.layout)
-        ):  # fmt: skip
-            matrix.regroup(np.concatenate(index.members))
-            index.grouped(matrix.position, matrix.layout)
+        or the rows are being copied (from a saved matrix, or by another regroup). The
+        copy is made outside the lock (at 1M it took 0.8-5 s, page faults included);
+        the swap, with what was written meanwhile, under it."""
+        with self._lock:
+            index = matrix.index
+            if (
+                not index.ready or matrix.written is not None or index.size != matrix.live
+                or (index.runs is not None and index.layout == matrix.layout)
+            ):  # fmt: skip
+                return
+            order = np.concatenate(index.members)
+            runs = np.concatenate(([0], np.cumsum([m.shape[0] for m in index.members])))
+            source, positions = matrix.rows, matrix.position[order]
+            lists, layout = index.centroids, matrix.layout
+            matrix.written = []  # what put() writes meanwhile, taken again at the swap
+        try:
+            count = int(order.shape[0])
+            rows = np.empty((max(1024, count + count // 4), matrix.dimensions), np.float32)
+            for start in range(0, count, _REGROUP_CHUNK):
+                stop = min(count, start + _REGROUP_CHUNK)
+                np.take(source, positions[start:stop], axis=0, out=rows[start:stop])
+        except MemoryError:  # the lists are gathered, as before
+            with self._lock:
+                matrix.written = None
+            return
+        with self._lock:
+            written, matrix.written = matrix.written or [], None
+            if matrix.layout != layout or index.centroids is not lists:
+                return  # another layout or other lists meanwhile: this copy is void
+            matrix.regroup(order, rows, written)
+            index.grouped(matrix.position, matrix.layout, runs)
 
     def matrices(self, dimensions: int) -> list[str]:
         """The embedders whose matrix this process holds, of these dimensions."""
@@ -364,10 +404,11 @@ class VectorCache:
                         copy[positions] = mapped[positions]
                     matrix.rows = copy
                 matrix.written = None
-                self._regroup(matrix)  # a copy saved before lists had runs gets them
         except MemoryError:  # the mapping keeps serving
             with self._lock:
                 matrix.written = None
+            return
+        self._regroup(matrix)  # a copy saved before lists had runs gets them
 
     def _save(self, embedder_id: str, matrix: _Matrix) -> None:
         if self.folder is not None:
