@@ -1,8 +1,11 @@
-""":func:`memstrata.store.sql.lexical.insert_many` (the tail's and a merge's inserts, as
-statements of many rows each) writes what one statement per row writes: the same rows,
-in the same order (an AUTOINCREMENT key numbers them alike), and an ON CONFLICT clause
-meets the rows already there as it would row by row. On a real SQLite file, against
-``executemany`` as the oracle, with row counts on either side of a statement's bound."""
+""":func:`memstrata.store.sqlite.connection.insert_many` (how a write transaction sends
+rows marked distinct, ``Dialect.insert_rows(distinct=True)``: the lexical tail's and
+documents' rows, as statements of many rows each) writes what one statement per row
+writes: the same rows, in the same order (an AUTOINCREMENT key numbers them alike), and
+an ON CONFLICT clause meets the rows already there as it would row by row. On a real
+SQLite file, against ``executemany`` as the oracle, with row counts on either side of a
+statement's bound; and a transaction holding rows for a statement sends them row by
+row once any of them may conflict."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memstrata.store.sql.lexical import MAX_PARAMETERS, insert_many
+from memstrata.store.sqlite.connection import MAX_PARAMETERS, Transaction, insert_many
 
 _TABLES = """
     CREATE TABLE {name} (
@@ -77,4 +80,34 @@ def test_each_bound_of_a_statement(tmp_path: Path, count: int) -> None:
     assert [s for (s,) in conn.execute("SELECT seq FROM t ORDER BY seq")] == list(
         range(1, count + 1)
     )
+    conn.close()
+
+
+def test_a_transaction_sends_distinct_rows_many_to_a_statement_and_others_one_by_one(
+    tmp_path: Path,
+) -> None:
+    conn = sqlite3.connect(tmp_path / "t.db", isolation_level=None)
+    conn.execute("CREATE TABLE t (seq INTEGER PRIMARY KEY AUTOINCREMENT, a TEXT UNIQUE)")
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    sql = "INSERT INTO t (a) VALUES (?) ON CONFLICT (a) DO NOTHING"
+    many = ("INSERT INTO t (a) VALUES", 1, " ON CONFLICT (a) DO NOTHING")
+    tx = Transaction(conn)
+    tx.defer(sql, [(f"w{i}",) for i in range(5)], many=many)
+    tx.flush()
+    assert sum(s.startswith("INSERT") for s in statements) == 1  # one statement of 5
+    statements.clear()
+    tx.defer(sql, [("x",), ("y",)], many=many)
+    tx.defer(sql, [("x",)])  # may meet the rows held: the whole run one by one
+    tx.flush()
+    assert sum(s.startswith("INSERT") for s in statements) == 3
+    assert [a for (a,) in conn.execute("SELECT a FROM t ORDER BY seq")] == [
+        "w0",
+        "w1",
+        "w2",
+        "w3",
+        "w4",
+        "x",
+        "y",
+    ]
     conn.close()

@@ -293,9 +293,10 @@ class PostgresDialect(Dialect):
 
     def insert_rows(
         self, tx: Connection, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
-        suffix: str = "", *, change: int = 0,
+        suffix: str = "", *, change: int = 0, distinct: bool = False,
     ) -> None:  # fmt: skip
         # every replacement here runs at once, after what waits: one order serves all
+        # (and rows already go many to a statement, distinct or not)
         tx.defer(table, columns, rows, suffix=suffix)
         if suffix:  # rows that may meet each other's conflicts go now, in one statement
             tx.flush()

@@ -155,14 +155,16 @@ class Dialect(ABC):
 
     def insert_rows(
         self, tx: Tx, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
-        suffix: str = "", *, change: int = 0,
+        suffix: str = "", *, change: int = 0, distinct: bool = False,
     ) -> None:  # fmt: skip
         """Inserts rows into one of the store's own tables (names from the code, never
         input; ``suffix``: an ON CONFLICT clause, the same on every call for a table).
         A dialect may hold them back until the transaction's next other statement or
         its end, and send many records' rows as one statement; ``change``: the rows
         are those of the k-th change of their record in this transaction (k from 0),
-        sent after the held-back statements of its earlier changes."""
+        sent after the held-back statements of its earlier changes; ``distinct``: the
+        rows meet no conflict among themselves (nor with other rows the transaction
+        inserts into the table), so a dialect may send many in one statement."""
         placeholders = ", ".join("?" for _ in columns)
         tx.executemany(
             f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({placeholders}){suffix}", rows

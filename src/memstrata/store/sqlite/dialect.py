@@ -139,11 +139,13 @@ class SqliteDialect(Dialect):
 
     def insert_rows(
         self, tx: Transaction, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
-        suffix: str = "", *, change: int = 0,
+        suffix: str = "", *, change: int = 0, distinct: bool = False,
     ) -> None:  # fmt: skip
         # held back; executemany runs them one by one, so a row meets an earlier one's
-        # conflict as a statement of its own would
-        tx.defer(_insert(table, tuple(columns), suffix), rows, round=2 * change + 1)
+        # conflict as a statement of its own would; distinct rows go many to a statement
+        head = f"INSERT INTO {table} ({', '.join(columns)}) VALUES"
+        many = (head, len(columns), suffix) if distinct else None
+        tx.defer(_insert(table, tuple(columns), suffix), rows, round=2 * change + 1, many=many)
 
     def insert_record(self, tx: Transaction, rowid: int | None, values: dict[str, Any]) -> int:
         if rowid is None:
