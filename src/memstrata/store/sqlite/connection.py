@@ -143,7 +143,8 @@ class Deferred:
 
     def send(self, conn: sqlite3.Connection) -> None:
         if self.many is not None:
-            insert_many(conn, *self.many[:2], self.rows, self.many[2])
+            head, width, suffix = self.many
+            insert_many(conn, head, width, self.rows, suffix)
         else:
             conn.executemany(self.sql, self.rows)
 
