@@ -153,23 +153,6 @@ def _package_version() -> str:
         return "0"
 
 
-#: Handler threads of a worker on PostgreSQL: anyio's own default.
-POSTGRES_THREADS = 40
-
-
-def handler_threads(settings: Settings, backend: str) -> int:
-    """How many request handlers one worker runs at once (``server.threads``).
-
-    On SQLite a handler computes (Python and numpy, one interpreter lock) rather than
-    waits, so one at a time serves most: at 100k records, 2 workers and 8 clients,
-    one handler each served 442 semantic searches/s at 4.3 ms of CPU a request, 40
-    each 297/s at 6.0 ms (they thrash each other's caches and the lock). On
-    PostgreSQL handlers mostly wait on the database, so many run at once."""
-    if settings.server.threads is not None:
-        return settings.server.threads
-    return 1 if backend == "sqlite" else POSTGRES_THREADS
-
-
 def create_app(service: Service | None, settings: Settings) -> FastAPI:
     """The memstrata REST app over ``service`` (or one opened from ``settings``)."""
     rt = Runtime(settings=settings, service=service)
@@ -187,7 +170,7 @@ def create_app(service: Service | None, settings: Settings) -> FastAPI:
         # Sync routes and dependencies run on the loop's worker threads: cap how many
         # run at once (anyio's default limiter, per event loop, so per worker process).
         limiter = anyio.to_thread.current_default_thread_limiter()
-        limiter.total_tokens = handler_threads(settings, service.store.backend)
+        limiter.total_tokens = settings.server.threads or service.store.request_threads
         try:
             async with mcp.running(service, auth=settings.auth.enabled):
                 yield

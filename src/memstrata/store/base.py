@@ -46,6 +46,11 @@ class LexicalHits(list[tuple[Record, float]]):
 class Store(Protocol):
     backend: str
     """"sqlite" or "postgres"."""
+    request_threads: int
+    """How many requests one server process should handle at once: 1 where a request
+    computes in the process (SQLite: Python and numpy under one interpreter lock, so
+    requests side by side only slow each other), more where it waits on a database
+    server (PostgreSQL)."""
     #: the knowledge graph, one backend-independent implementation (store/graph.py)
     graph: Graph
 

@@ -213,6 +213,7 @@ class PostgresDialect(Dialect):
     ``url`` is a libpq URL; its ``options=-csearch_path=…`` selects a schema."""
 
     name = "postgres"
+    request_threads = 40  # anyio's default: a request mostly waits on the server
     true = "TRUE"
     membership = "exists"
     lock_for_update = " FOR UPDATE"

@@ -72,6 +72,8 @@ class Dialect(ABC):
 
     #: ``Store.backend``: "sqlite" or "postgres".
     name: str
+    #: ``Store.request_threads``.
+    request_threads: int
     db: Database
     #: Appended to a SELECT whose rows a write goes on to change, and to one whose
     #: rows must not change under it.

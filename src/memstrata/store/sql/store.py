@@ -83,6 +83,7 @@ class SqlStore:
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
         self.backend = dialect.name
+        self.request_threads = dialect.request_threads
         self.graph = Graph(dialect)
 
     @property

@@ -84,6 +84,9 @@ class SqliteDialect(Dialect):
     """What the SQLite store does its own way."""
 
     name = "sqlite"
+    # 2 workers, 8 clients, 100k records: 442 semantic searches/s at 4.3 ms of CPU
+    # each with one request at a time per worker, 297/s at 6.0 ms with 40 (docs/server.md)
+    request_threads = 1
     true = "1"
     membership = "in"
 
