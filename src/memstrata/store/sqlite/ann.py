@@ -279,15 +279,12 @@ class ListIndex:
         self.runs, self.layout, self.extra = None, -1, []  # the rows are not in these lists' runs
         self.in_run = np.zeros(0, dtype=bool)
 
-    def grouped(self, position: np.ndarray, layout: int, runs: np.ndarray | None = None) -> None:
+    def grouped(self, position: np.ndarray, layout: int, runs: np.ndarray) -> None:
         """The matrix (``position``: rowid -> row, of layout ``layout``) now holds list
-        ``i``'s vectors in rows ``runs[i]:runs[i + 1]`` (None: the lists in order, as
-        ``_Matrix.regroup`` lays them), except members found elsewhere (moved or added
-        later), which are gathered."""
+        ``i``'s vectors in rows ``runs[i]:runs[i + 1]``, except members found elsewhere
+        (moved or added later), which are gathered."""
         assert self.centroids is not None
         sizes = np.asarray([m.shape[0] for m in self.members], dtype=np.int64)
-        if runs is None:
-            runs = np.concatenate(([0], np.cumsum(sizes)))
         held = np.concatenate(self.members) if self.members else np.zeros(0, np.int64)
         owner = np.repeat(np.arange(len(self.members)), sizes)
         at = position[held]

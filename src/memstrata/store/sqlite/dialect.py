@@ -75,9 +75,12 @@ _ROW = itemgetter(*ROW_FIELDS)
 
 
 @cache
-def _insert(table: str, columns: tuple[str, ...], suffix: str) -> str:
+def _insert(table: str, columns: tuple[str, ...], suffix: str) -> tuple[str, tuple[str, int, str]]:
+    """The statement inserting one row, and its parts for many rows a statement
+    (``connection.Deferred.many``)."""
+    head = f"INSERT INTO {table} ({', '.join(columns)}) VALUES"
     values = ", ".join("?" for _ in columns)
-    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({values}){suffix}"
+    return f"{head} ({values}){suffix}", (head, len(columns), suffix)
 
 
 class SqliteDialect(Dialect):
@@ -146,9 +149,8 @@ class SqliteDialect(Dialect):
     ) -> None:  # fmt: skip
         # held back; executemany runs them one by one, so a row meets an earlier one's
         # conflict as a statement of its own would; distinct rows go many to a statement
-        head = f"INSERT INTO {table} ({', '.join(columns)}) VALUES"
-        many = (head, len(columns), suffix) if distinct else None
-        tx.defer(_insert(table, tuple(columns), suffix), rows, round=2 * change + 1, many=many)
+        sql, many = _insert(table, tuple(columns), suffix)
+        tx.defer(sql, rows, round=2 * change + 1, many=many if distinct else None)
 
     def insert_record(self, tx: Transaction, rowid: int | None, values: dict[str, Any]) -> int:
         if rowid is None:

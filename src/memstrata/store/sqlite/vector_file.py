@@ -76,7 +76,6 @@ def save(where: Path, embedder_id: str, matrix: _Matrix) -> None:
         }
         if index.centroids is not None:
             lists, centroids = index.members, index.centroids
-            # where the saved rows hold each list's run (they are the matrix's rows)
             arrays: dict[str, Any] = {
                 "centroids": centroids, "members": np.concatenate(lists),
                 "sizes": np.asarray([m.shape[0] for m in lists], dtype=np.int64),

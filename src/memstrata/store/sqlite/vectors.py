@@ -123,22 +123,18 @@ class _Matrix:
         position[gone] = -1
         held = self.rowid_of[: self.count]
         added = held[(held >= 0) & (position[np.maximum(held, 0)] < 0)]  # added since
-        if added.shape[0]:
-            need = count + int(added.shape[0])
-            if need > rows.shape[0]:
-                grown = np.empty((need + need // 4, self.dimensions), np.float32)
-                grown[:count] = rows[:count]
-                rows = grown
-                rowid_of = np.concatenate([rowid_of, np.full(grown.shape[0] - rowid_of.shape[0],
-                                                             -1, dtype=np.int64)])  # fmt: skip
-            rows[count:need] = self.rows[self.position[added]]
-            position[added] = np.arange(count, need)
-            rowid_of[count:need] = added
-            count = need
-        self.rows, self.position, self.rowid_of = rows, position, rowid_of
+        vectors = self.rows[self.position[added]]
+        self.rows, self.position, self.rowid_of, self.count = rows, position, rowid_of, count
         self.live = count - int(gone.shape[0])
-        self.count = count
         self.layout += 1
+        if added.shape[0]:  # appended past the copied rows, in the room reserve makes
+            need = count + int(added.shape[0])
+            if need > self.rows.shape[0]:  # grown as put() grows it
+                self.reserve(max(need, 2 * self.rows.shape[0]), 0)
+            self.rows[count:need] = vectors
+            self.position[added] = np.arange(count, need)
+            self.rowid_of[count:need] = added
+            self.count, self.live = need, self.live + int(added.shape[0])
 
 
 class View:
@@ -290,8 +286,8 @@ class VectorCache:
         try:
             count = int(order.shape[0])
             rows = np.empty((max(1024, count + count // 4), matrix.dimensions), np.float32)
-            for start in range(0, count, _REGROUP_CHUNK):
-                stop = min(count, start + _REGROUP_CHUNK)
+            for start in range(0, count, _COPY_CHUNK):
+                stop = min(count, start + _COPY_CHUNK)
                 np.take(source, positions[start:stop], axis=0, out=rows[start:stop])
         except MemoryError:  # the lists are gathered, as before
             with self._lock:
@@ -371,10 +367,10 @@ class VectorCache:
         matrix.live = int(present.shape[0])
         matrix.seq = int(meta["seq"])
         if index is not None:
-            centroids, lists, probes, trained, spans = index
+            centroids, lists, probes, trained, runs = index
             matrix.index.install(centroids, lists, probes, trained)
-            if spans is not None:  # the saved rows hold the lists in runs
-                matrix.index.grouped(matrix.position, matrix.layout, spans)
+            if runs is not None:  # the saved rows hold the lists in runs
+                matrix.index.grouped(matrix.position, matrix.layout, runs)
         if self.background:
             # Searches read the mapping at once; meanwhile the rows are copied into this
             # process's memory, so later searches never fault a page in (at 1M a first
@@ -393,8 +389,8 @@ class VectorCache:
             with self._lock:
                 count = matrix.count
             copy = np.empty((mapped.shape[0], mapped.shape[1]), np.float32)
-            for start in range(0, count, _LOAD_CHUNK):
-                stop = min(count, start + _LOAD_CHUNK)
+            for start in range(0, count, _COPY_CHUNK):
+                stop = min(count, start + _COPY_CHUNK)
                 copy[start:stop] = mapped[start:stop]
             with self._lock:
                 if matrix.rows is mapped:  # not grown meanwhile (a grown one is in memory)
@@ -417,8 +413,9 @@ class VectorCache:
 
 
 _CHUNK = 4096
-_REGROUP_CHUNK = 16384  # rows copied per step of a regroup (24 MiB at 384 dimensions)
 
 
-_LOAD_CHUNK = 16384  # rows copied from a mapping per step (24 MiB at 384 dimensions)
+#: Rows copied per step outside the lock, from a mapping or into the lists' runs (24
+#: MiB at 384 dimensions).
+_COPY_CHUNK = 16384
 _SAVE_SHARE = 4  # saved again once the vectors read since the last save pass 1/4
