@@ -6,6 +6,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+from memstrata.store.sql.rows import ROW_FIELDS
+
 from .conftest import Cli
 
 
@@ -30,8 +32,13 @@ def test_check_exit_code_names_what_is_broken(cli: Cli) -> None:
     rid = cli.add("a fact")
     assert "ok" in cli.ok("check").stdout
     conn = sqlite3.connect(cli.db)
-    with conn:
-        conn.execute("DELETE FROM record_versions WHERE id = ?", (rid,))
+    with conn:  # the current version copied into the past: two of one version
+        fields = ", ".join(ROW_FIELDS)
+        conn.execute(
+            f"INSERT INTO record_past (record, known_from, known_to, {fields})"
+            f" SELECT rowid, updated_at, updated_at + 1, {fields} FROM records WHERE id = ?",
+            (rid,),
+        )
     conn.close()
     failed = cli.fails(1, "check")
     assert "FAIL  versions match records" in failed.stdout

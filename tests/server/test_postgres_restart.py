@@ -136,8 +136,8 @@ def test_serve_survives_a_postgres_restart(
             "SELECT count(*), count(DISTINCT record_id) FROM ledger WHERE op = 'create'"
         ).fetchone()
         whole = conn.execute(
-            "SELECT count(*) FROM records r WHERE NOT EXISTS (SELECT 1 FROM record_versions v"
-            " WHERE v.namespace = r.namespace AND v.id = r.id AND v.version = r.version)"
+            "SELECT count(*) FROM records r WHERE NOT EXISTS (SELECT 1 FROM ledger l"
+            " WHERE l.namespace = r.namespace AND l.record_id = r.id AND l.version = r.version)"
             " OR NOT EXISTS (SELECT 1 FROM record_meta m WHERE m.record = r.rowid)"
             " AND r.id LIKE 'w%'"
         ).fetchone()

@@ -159,12 +159,12 @@ def test_a_failed_embed_job_is_visible_and_a_rerun_embeds_nothing_twice(store_ta
 def test_deriving_an_embedding_changes_no_record(store_target: str) -> None:
     with open_with(store_target, "none") as m:
         m.upsert("ns", [{"id": "r", "content": "a fact", "tags": ["t"]}])
-    before = dump_tables(store_target, ["records", "record_versions"])
+    before = dump_tables(store_target, ["records", "record_past"])
     with open_with(store_target, CountingEmbedder()) as m:
         assert m.embed("ns").embedded == 1
         m.set_embedding("ns", "r", [1.0] * 8)
         assert m.search("ns", "fact", ranking="semantic").ids() == ["r"]
-    assert dump_tables(store_target, ["records", "record_versions"]) == before
+    assert dump_tables(store_target, ["records", "record_past"]) == before
 
 
 def test_a_provider_failure_never_fails_the_write(store_target: str) -> None:

@@ -4,7 +4,6 @@ PostgreSQL: ``Connection.defer``): what that must never change, on every backend
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -14,8 +13,8 @@ from tests.support.raw import backend_of, dump_tables, execute, scalar
 
 import memstrata
 from memstrata import Memory
-from memstrata.domain.records import Origin, Record
-from memstrata.store.sql.rows import row_values, snapshot_body
+from memstrata.domain.errors import NotFound
+from memstrata.domain.records import Origin
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 _REFUSE = {
@@ -103,54 +102,58 @@ def test_a_batch_of_vectors_gets_distinct_growing_seqs(tmp_path: Path) -> None:
     assert scalar(path, newest) == "r0"
 
 
-@pytest.mark.parametrize(
-    "record",
-    [
-        Record(id="a", content="x"),
-        Record(
-            id="b",
-            namespace="n",
-            content='é\n"quoted"',
-            payload=b"\x00\x01",
-            metadata={"a": "1", "b": "two"},
-            tags=["t", "u"],
-            kind="fact",
-            key="k",
-            trust="verified",
-            source="s",
-            origin=Origin(source="s", document="d", chunk=2),
-            created_at="2024-01-01",
-            updated_at="2024-01-01T00:00:00.5Z",
-            valid_from="1999-12-31T23:59:59.999999Z",
-            valid_to="2025-01-01",
-            deleted_at="2025-02-01",
-            supersedes=["z", "y"],
-            superseded_by="q",
-            version=3,
-            if_version=2,
-            vector=[1.0, 2.0],
-            known_until="2026-01-01",
-        ),
-        Record(id="c", origin=Origin(source="s", document="d", chunk=0, revision="r")),
-    ],
-)
-def test_a_versions_json_is_the_records_json(record: Record) -> None:
-    """``snapshot_body`` builds the JSON by hand: it must be ``to_json`` without the
-    payload, and know every field of the record."""
-    expected = record.to_json()
-    expected.pop("payload", None)
-    assert json.loads(snapshot_body(record)) == expected
-    assert snapshot_body(record) == json.dumps(expected, sort_keys=True, ensure_ascii=False)
-    if record.created_at and record.updated_at and record.valid_from and record.version:
-        # as a write builds it, from the row's instants
-        assert snapshot_body(record, row_values(record)) == snapshot_body(record)
-    known = {
-        "id", "namespace", "content", "payload", "metadata", "tags", "kind", "key", "trust",
-        "source", "origin", "created_at", "updated_at", "valid_from", "valid_to",
-        "deleted_at", "supersedes", "superseded_by", "version", "if_version", "vector",
-        "known_until",
-    }  # fmt: skip
-    assert set(Record.model_fields) == known, "a new field: teach snapshot_body about it"
+def test_every_version_reads_back_as_it_was_written(memory: Memory) -> None:
+    """A record's versions are its row and the past rows that kept the ones it
+    replaced: each version read by number, by the change feed and by export is the
+    record as it read while current, every field of it (payload, origin, key, the
+    instants), on every backend; the version numbers are listed once each."""
+    written = [
+        {"id": "a", "content": 'é\n"quoted"', "payload": b"\x00\x01",
+         "metadata": {"a": "1", "b": "two"}, "tags": ["t", "u"], "kind": "fact", "key": "k",
+         "source": "s", "origin": Origin(source="s", document="d", chunk=2),
+         "valid_from": "1999-12-31T23:59:59.999999Z", "valid_to": "2030-01-01"},
+        {"id": "a", "content": "second", "tags": []},  # a revision keeps what it leaves out
+        {"id": "b", "content": "b one"},
+    ]  # fmt: skip
+    seen: dict[tuple[str, int], dict[str, object]] = {}
+
+    def note(*ids: str) -> None:
+        for rid in ids:
+            current = memory.get("ns", rid)
+            seen[(rid, current.version or 0)] = current.to_json()
+
+    for record in written:
+        memory.upsert("ns", [record])
+        note(str(record["id"]))
+    memory.verify("ns", "a", reviewer="me")
+    memory.invalidate("ns", "b", at="2031-01-01")
+    note("a", "b")
+    memory.upsert("ns", [{"id": "c", "content": "c", "supersedes": ["b"]}])  # b closed again
+    note("b", "c")
+    memory.delete("ns", "c")  # a tombstone is a version too
+    note("c")
+
+    service = memory.service
+    for rid in ("a", "b", "c"):
+        numbers = service.store.versions("ns", rid)
+        assert numbers == sorted(v for r, v in seen if r == rid)
+        assert len(numbers) == len(set(numbers)) >= 2
+        for version in numbers:
+            assert memory.get("ns", rid, version=version).to_json() == seen[(rid, version)]
+    with service.store.reader() as read:
+        from memstrata.store.sql import maintenance
+
+        exported = [(r.id, r.version, r.to_json()) for r in maintenance.versions(read, "ns")]
+    assert exported == sorted((r, v, body) for (r, v), body in seen.items())
+    a1 = memory.get("ns", "a", version=1)
+    assert (a1.payload, a1.key, a1.origin, a1.tags) == (
+        b"\x00\x01",
+        "k",
+        Origin(source="s", document="d", chunk=2),
+        ["t", "u"],
+    )
+    with pytest.raises(NotFound, match="has no version 9"):
+        memory.get("ns", "a", version=9)
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ from memstrata.store.sqlite.dialect import SqliteDialect
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 WORDS = ["river", "stone", "mill", "cloud", "house"]
-TABLES = ["records", "record_tags", "record_meta", "record_versions", "ledger", "vectors",
+TABLES = ["records", "record_tags", "record_meta", "record_past", "ledger", "vectors",
           "lexical_docs", "lexical_terms", "lexical_stats"]  # fmt: skip
 _names = itertools.count()
 

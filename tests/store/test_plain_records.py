@@ -12,13 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import memstrata
-from memstrata.domain import rules
-from memstrata.domain.errors import InvalidInput, MemstrataError
-from memstrata.domain.records import Origin, RecordInput, plain_record, updated
-from memstrata.domain.time import from_us, parse_instant
+from memstrata.domain.errors import InvalidInput
+from memstrata.domain.records import RecordInput, plain_record, updated
 from memstrata.domain.validation import parse_model
 from memstrata.store.sql import rows
-from memstrata.store.sql.rows import row_values, snapshot_body
 
 # a few awkward characters of each kind: spaces, unprintables, capitals, accents
 _TEXT = st.text(alphabet=" \t\n\x00aZé_-.:1", max_size=6)
@@ -151,41 +148,6 @@ def test_updated_is_model_copy(data: dict[str, Any], update: dict[str, Any]) -> 
     assert copy.__pydantic_private__ == expected.__pydantic_private__
     assert copy.__dict__ is not record.__dict__
     assert copy.model_fields_set is not record.model_fields_set
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    _SHAPES,
-    st.booleans(),
-    st.none() | st.just(Origin(source="s", document='d "é"', chunk=1)),
-    st.none() | st.sampled_from(["2030-01-01", "1999-12-31T23:59:59.5Z"]),
-    st.none() | st.just("q"),
-)
-def test_a_written_versions_json_is_its_records(
-    data: dict[str, Any], deleted: bool, origin: Origin | None, known_until: str | None,
-    superseded_by: str | None,
-) -> None:  # fmt: skip
-    """The body joined from a write's row values is the JSON of ``to_json``."""
-    record = _validated(data)
-    if isinstance(record, InvalidInput):
-        return
-    now = 1_700_000_000_123_456
-    try:
-        written = rules.revision(
-            record, None, "records[0]", namespace="ns", now=now, has_predecessor=lambda: False
-        )
-    except MemstrataError:  # a version conflict, or validity ending before now
-        return
-    written = updated(written, {
-        "origin": origin, "superseded_by": superseded_by,
-        "known_until": None if known_until is None else from_us(parse_instant(known_until, "k")),
-        "deleted_at": from_us(now) if deleted else None,
-    })  # fmt: skip
-    expected = written.to_json()
-    expected.pop("payload", None)
-    body = snapshot_body(written, row_values(written))
-    assert body == json.dumps(expected, sort_keys=True, ensure_ascii=False)
-    assert body == snapshot_body(written)
 
 
 _JSON_VALUES = st.recursive(

@@ -91,7 +91,7 @@ def test_every_key_of_a_namespace_table_includes_the_namespace(pg_target: str) -
 
 
 DISTRIBUTED_NAMES = (
-    "records", "record_versions", "record_tags", "record_meta", "vectors", "ledger",
+    "records", "record_tags", "record_meta", "vectors", "ledger",
     "entities", "mentions", "relations", "possibly_same_as", "extraction_markers",
 )  # fmt: skip
 _TOUCHES = re.compile(

@@ -311,7 +311,7 @@ def test_a_large_batch_goes_by_copy_and_a_refused_row_changes_nothing(
                   "metadata": {"room": str(i % 3)}} for i in range(200)]  # fmt: skip
         m.upsert("ns", batch)
         tables = {statement.split()[1] for statement in copied}
-        assert {"records", "record_tags", "record_meta", "record_versions", "ledger",
+        assert {"records", "record_tags", "record_meta", "ledger",
                 "vectors", "lexical_postings"} <= tables  # fmt: skip
         assert m.get("ns", "r123").metadata == {"room": "0"}
         assert m.search("ns", "word77", ranking="lexical").ids() == ["r077"]

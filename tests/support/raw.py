@@ -18,7 +18,7 @@ import psycopg
 
 #: The tables holding records and what derives from them (the same on both backends).
 _TABLES = [
-    "records", "record_versions", "record_tags", "record_meta", "vectors", "ledger",
+    "records", "record_past", "record_tags", "record_meta", "vectors", "ledger",
     "namespaces", "lexical_postings", "lexical_terms", "lexical_stats",
 ]  # fmt: skip
 #: Both keep each record's terms (``lexical_docs``); SQLite's documents not merged yet
@@ -27,7 +27,7 @@ TABLES = {"sqlite": [*_TABLES, "lexical_docs"], "postgres": [*_TABLES, "lexical_
 #: Tables that hold a record's own data, so must be empty after its hard delete (each
 #: record's terms too: see :func:`record_tables`).
 RECORD_TABLES = [
-    "records", "record_versions", "record_tags", "record_meta", "vectors", "lexical_postings",
+    "records", "record_past", "record_tags", "record_meta", "vectors", "lexical_postings",
 ]  # fmt: skip
 
 

@@ -634,6 +634,18 @@ def m012_term_counts_fillfactor(conn: Connection) -> None:
     conn.execute("ALTER TABLE lexical_terms SET (fillfactor = 50)")
 
 
+@migration
+def m013_versions_from_the_past(conn: Connection) -> None:
+    """The versions table goes: a record's versions are its row and the past rows
+    that kept the ones it replaced (every replacement keeps one since record time
+    was kept; any version of an older store the past does not hold yet is copied
+    into it first). Every write used to add a verbatim copy of the version it wrote,
+    a tenth of the file and of a batch's inserts, read only by version reads, the
+    change feed and export, which now read the row and the past."""
+    past.backfill(conn, missing=True)
+    run_script(conn, "DROP TABLE record_versions")
+
+
 def _ensure_vector_extension(conn: Connection) -> None:
     try:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")

@@ -1,5 +1,5 @@
 """Export and check, as both dialects run them: reads of the tables every backend
-shares (``records``, ``record_versions``, ``ledger``, ``vectors``' key columns)
+shares (``records``, ``record_past``, ``ledger``, ``vectors``' key columns)
 through a :data:`Read` of one snapshot. What only one engine can verify (SQLite's
 ``integrity_check``, FTS5's ``integrity-check``) is its dialect's ``integrity``.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memstrata.domain.records import Record
-from memstrata.store.sql.rows import record_from_snapshot
+from memstrata.store.sql.rows import COLUMNS, prefixed, record_from_row
 
 Read = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
 
@@ -22,22 +22,31 @@ PAGE = 1000
 
 
 def versions(read: Read, namespace: str | None = None) -> Iterator[Record]:
-    """Every stored version of every record, ordered by namespace, id and version
-    (byte order, the same on every backend), read a page at a time."""
+    """Every stored version of every record (its current row and the past rows that
+    kept the versions it replaced), ordered by namespace, id and version (byte order,
+    the same on every backend), read a page at a time."""
     after: tuple[str, str, int] = ("", "", 0)
     scope, scoped = ("namespace = ? AND ", [namespace]) if namespace is not None else ("", [])
+    # each table's next page by its own (namespace, id) index, the two merged
+    parts = [
+        f"SELECT * FROM (SELECT {columns} FROM {table} WHERE {scope}"
+        "(namespace, id, version) > (?, ?, ?) ORDER BY namespace, id, version LIMIT ?) AS p"
+        for table, columns in (
+            ("records", COLUMNS),
+            ("record_past", prefixed("record_past", "record")),
+        )
+    ]
     while True:
         rows = read(
-            "SELECT namespace, id, version, body, payload FROM record_versions"
-            f" WHERE {scope}(namespace, id, version) > (?, ?, ?)"
-            " ORDER BY namespace, id, version LIMIT ?",
-            [*scoped, *after, PAGE],
+            f"SELECT * FROM ({' UNION ALL '.join(parts)}) AS v"
+            " ORDER BY v.namespace, v.id, v.version LIMIT ?",
+            [*scoped, *after, PAGE] * 2 + [PAGE],
         )
         for row in rows:
-            yield record_from_snapshot(row[3], row[4])
+            yield record_from_row(row)
         if len(rows) < PAGE:
             return
-        after = (rows[-1][0], rows[-1][1], rows[-1][2])
+        after = (rows[-1][1], rows[-1][2], rows[-1][-1])
 
 
 def hard_deleted(read: Read, namespace: str | None = None) -> list[tuple[str, str]]:
@@ -163,7 +172,8 @@ def _ledger(read: Read, backend: str) -> Finding:
     if count and backend == "sqlite" and low != 1:
         finding.problems.append(f"the ledger starts at {low}, not 1: earlier entries are gone")
     unledgered = read(
-        "SELECT v.namespace, v.id, v.version FROM record_versions v WHERE NOT EXISTS"
+        "SELECT v.namespace, v.id, v.version FROM (SELECT namespace, id, version FROM records"
+        " UNION ALL SELECT namespace, id, version FROM record_past) AS v WHERE NOT EXISTS"
         " (SELECT 1 FROM ledger l WHERE l.namespace = v.namespace AND l.record_id = v.id"
         " AND l.version = v.version) ORDER BY v.namespace, v.id, v.version LIMIT 20",
         [],
@@ -174,16 +184,24 @@ def _ledger(read: Read, backend: str) -> Finding:
 
 
 def _versions(read: Read) -> Finding:
-    """Each record's current row is its latest stored version."""
+    """Each record's current row is its latest version: every version its past kept
+    is an earlier one, of the same id, and no two are the same."""
     finding = Finding("versions match records")
-    for ns, rid, version, latest in read(
-        "SELECT r.namespace, r.id, r.version, (SELECT max(v.version) FROM record_versions v"
-        " WHERE v.namespace = r.namespace AND v.id = r.id) FROM records r"
-        " WHERE r.version <> (SELECT coalesce(max(v.version), 0) FROM record_versions v"
-        " WHERE v.namespace = r.namespace AND v.id = r.id) LIMIT 20",
+    for ns, rid, version, latest, count, numbers in read(
+        "SELECT r.namespace, r.id, r.version, max(p.version), count(*),"
+        " count(DISTINCT p.version) FROM records r JOIN record_past p"
+        " ON p.namespace = r.namespace AND p.record = r.rowid GROUP BY r.namespace, r.id,"
+        " r.version HAVING max(p.version) >= r.version OR count(*) <> count(DISTINCT p.version)"
+        " OR min(p.id) <> r.id OR max(p.id) <> r.id LIMIT 20",
         [],
     ):
-        finding.problems.append(f"{ns}: {rid!r} is at version {version}, latest stored {latest}")
+        if count != numbers:
+            finding.problems.append(f"{ns}: {rid!r} has {count - numbers} repeated past versions")
+        else:
+            finding.problems.append(
+                f"{ns}: {rid!r} is at version {version}, but its past holds version {latest}"
+                " or another record's versions"
+            )
     return finding
 
 

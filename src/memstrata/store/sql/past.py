@@ -20,6 +20,7 @@ from typing import Any
 from memstrata.domain.time import to_us
 from memstrata.store.sql.dialect import Dialect, Tx
 from memstrata.store.sql.rows import (
+    COLUMNS,
     ROW_FIELDS,
     prefixed,
     record_from_snapshot,
@@ -129,10 +130,39 @@ def _versions(
     return list(tx.execute(" UNION ALL ".join(parts), params).fetchall())
 
 
-def backfill(tx: Tx) -> None:
+#: A record's stored version by number (parameters: namespace, id, version, twice).
+_VERSION = (
+    f"SELECT {COLUMNS} FROM records WHERE namespace = ? AND id = ? AND version = ?"
+    f" UNION ALL SELECT {prefixed('r', 'record')} FROM record_past r"
+    " WHERE r.namespace = ? AND r.id = ? AND r.version = ?"
+)
+
+
+def version_row(tx: Tx, namespace: str, record_id: str, version: int) -> Any | None:
+    """Version ``version`` of the record (``COLUMNS``, the rowid being the record's):
+    its current row or the past row that kept it; None when it has no such version."""
+    return tx.execute(_VERSION, (namespace, record_id, version) * 2).fetchone()
+
+
+def version_numbers(tx: Tx, namespace: str, record_id: str) -> list[int]:
+    """The numbers of every stored version of the record, in order."""
+    rows = tx.execute(
+        "SELECT version FROM records WHERE namespace = ? AND id = ?"
+        " UNION ALL SELECT version FROM record_past WHERE namespace = ? AND id = ?"
+        " ORDER BY version",
+        (namespace, record_id) * 2,
+    ).fetchall()
+    return [int(row[0]) for row in rows]
+
+
+def backfill(tx: Tx, *, missing: bool = False) -> None:
     """Fills the past from ``record_versions`` (a store written before record time was
     kept): every version but the current one, known until the next version's
-    ``updated_at``."""
+    ``updated_at``; with ``missing``, only those the past does not hold yet (before
+    the versions table goes)."""
+    kept = set()
+    if missing:
+        kept = {(int(r), int(v)) for r, v in tx.execute("SELECT record, version FROM record_past")}
     rows = tx.execute(
         "SELECT r.rowid, r.version, v.version, v.body, v.payload FROM record_versions v"
         " JOIN records r ON r.namespace = v.namespace AND r.id = v.id"
@@ -146,6 +176,8 @@ def backfill(tx: Tx) -> None:
         records = [record_from_snapshot(body, payload) for _, body, payload in versions]
         for record, after in itertools.pairwise(records):
             assert after.updated_at is not None and record.updated_at is not None
+            if (rowid, record.version) in kept:
+                continue
             values = row_values(record)
             names = list(values)
             inserted = tx.execute(

@@ -12,7 +12,7 @@ from typing import Any
 
 from memstrata.domain.records import Origin, Record
 from memstrata.domain.search import SearchRequest, parse_number
-from memstrata.domain.time import format_instant, from_us, to_us
+from memstrata.domain.time import from_us, to_us
 
 #: The columns a record's row is written with (every one but the rowid).
 ROW_FIELDS = (
@@ -97,12 +97,6 @@ def record_from_row(row: Sequence[Any], *, with_payload: bool = True) -> Record:
     return record
 
 
-#: The fields of a version's JSON that are instants, and those that are left out of it
-#: when unset (None), as :meth:`Record.to_json` leaves them out.
-_INSTANTS = ("created_at", "updated_at", "valid_from", "valid_to", "deleted_at", "known_until")
-_OPTIONAL = ("key", "source", "superseded_by", "version")
-
-
 #: ``json.dumps`` with these options, without building an encoder per call (every
 #: write makes a few).
 def _encoder(*, sort_keys: bool) -> Callable[[Any], str]:
@@ -126,84 +120,11 @@ def _encoder(*, sort_keys: bool) -> Callable[[Any], str]:
 
 _SORTED_JSON = _encoder(sort_keys=True)
 _JSON = _encoder(sort_keys=False)
-#: A string's JSON text, as both encoders write it
-_text: Callable[[str], str] = json.encoder.encode_basestring
-#: An instant's text, each made once: a batch's records share their record times (the
-#: write's ``now``) and often their validity.
-_formatted = lru_cache(maxsize=4096)(format_instant)
-
-
-def snapshot_body(record: Record, values: dict[str, Any] | None = None) -> str:
-    """A version's verbatim JSON (the payload is kept beside it as bytes): what
-    ``record.to_json()`` holds, without the payload, built without the serialiser
-    (every write makes one; tests hold the two equal). ``values``: the record's
-    :func:`row_values`, whose instants and JSON texts are taken rather than made
-    again: the body is then joined from them, key by key in sorted order."""
-    if values is None:
-        return _snapshot_of(record)
-    fields = record.__dict__
-    text = _text
-    parts = ['{"content": ', text(fields["content"]), ', "created_at": "',
-             _formatted(values["created_at"])]  # fmt: skip
-    if values["deleted_at"] is not None:
-        parts += ('", "deleted_at": "', _formatted(values["deleted_at"]))
-    parts += ('", "id": ', text(fields["id"]))
-    if fields["key"] is not None:
-        parts += (', "key": ', text(fields["key"]))
-    parts += (', "kind": ', text(fields["kind"]))
-    if fields["known_until"] is not None:
-        parts += (', "known_until": "', _formatted(to_us(fields["known_until"])), '"')
-    parts += (', "metadata": ', values["metadata"], ', "namespace": ', text(fields["namespace"]))
-    if fields["origin"] is not None:
-        parts += (', "origin": ', _origin(fields["origin"]))
-    if fields["source"] is not None:
-        parts += (', "source": ', text(fields["source"]))
-    if fields["superseded_by"] is not None:
-        parts += (', "superseded_by": ', text(fields["superseded_by"]))
-    if fields["supersedes"]:
-        parts += (', "supersedes": ', values["supersedes"])
-    parts += (', "tags": ', values["tags"], ', "trust": ', text(fields["trust"]),
-              ', "updated_at": "', _formatted(values["updated_at"]), '", "valid_from": "',
-              _formatted(values["valid_from"]), '"')  # fmt: skip
-    if values["valid_to"] is not None:
-        parts += (', "valid_to": "', _formatted(values["valid_to"]), '"')
-    if fields["version"] is not None:
-        parts += (', "version": ', str(int(fields["version"])))
-    parts.append("}")
-    return "".join(parts)
-
-
-def _origin(origin: Origin) -> str:
-    return _SORTED_JSON(origin.model_dump(mode="json", exclude_none=True))
-
-
-def _snapshot_of(record: Record) -> str:
-    """:func:`snapshot_body` of a record that has no row values (an export's)."""
-    data: dict[str, Any] = {
-        "id": record.id,
-        "namespace": record.namespace,
-        "content": record.content,
-        "metadata": record.metadata,
-        "tags": record.tags,
-        "kind": record.kind,
-        "trust": record.trust,
-    }
-    for name in _OPTIONAL:
-        value = getattr(record, name)
-        if value is not None:
-            data[name] = value
-    for name in _INSTANTS:
-        instant = getattr(record, name)
-        if instant is not None:
-            data[name] = _formatted(to_us(instant))
-    if record.supersedes:
-        data["supersedes"] = record.supersedes
-    if record.origin is not None:
-        data["origin"] = record.origin.model_dump(mode="json", exclude_none=True)
-    return _SORTED_JSON(data)
 
 
 def record_from_snapshot(body: str, payload: bytes | None) -> Record:
+    """A version as the versions table of stores before m014 held it (its JSON, the
+    payload beside it): what their migrations read."""
     data = json.loads(body)
     data["payload"] = None
     record = Record.model_validate(data)
@@ -250,8 +171,8 @@ def row_values(record: Record) -> dict[str, Any]:
 _number = lru_cache(maxsize=4096)(parse_number)
 
 
-def created_row(record: Record, namespace: str, now: int) -> tuple[dict[str, Any], str] | None:
-    """What :func:`row_values` and :func:`snapshot_body` make of the record that an
+def created_row(record: Record, namespace: str, now: int) -> dict[str, Any] | None:
+    """What :func:`row_values` makes of the record that an
     upsert of ``record`` at ``now`` creates when nothing is stored under its id
     (``rules.revision`` of it: in ``namespace``, unverified, version 1, created and
     updated at ``now``, valid from its ``valid_from`` or ``now``), made from
@@ -276,57 +197,29 @@ def created_row(record: Record, namespace: str, now: int) -> tuple[dict[str, Any
     if valid_to is not None and valid_to <= valid_from:
         return None
     content, metadata, tags = fields["content"], fields["metadata"], fields["tags"]
-    origin, source, record_id, kind = (
-        fields["origin"],
-        fields["source"],
-        fields["id"],
-        fields["kind"],
-    )
-    metadata_json = _SORTED_JSON(metadata) if metadata else "{}"
-    tags_json = _JSON(tags) if tags else "[]"
-    now_text = _formatted(now)
-    # the version's JSON, key by key in sorted order, as snapshot_body joins it
-    text = _text
-    body = ['{"content": ', text(content), ', "created_at": "', now_text]
-    deleted_at = None
-    if deleted is not None:
-        deleted_at = to_us(deleted)
-        body += ('", "deleted_at": "', format_instant(deleted_at))
-    body += ('", "id": ', text(record_id), ', "kind": ', text(kind), ', "metadata": ',
-             metadata_json, ', "namespace": ', text(namespace))  # fmt: skip
-    if origin is not None:
-        body += (', "origin": ', _origin(origin))
-    if source is not None:
-        body += (', "source": ', text(source))
-    from_text = now_text if start is None else format_instant(valid_from)
-    body += (', "tags": ', tags_json, ', "trust": "unverified", "updated_at": "', now_text,
-             '", "valid_from": "', from_text)  # fmt: skip
-    if valid_to is not None:
-        body += ('", "valid_to": "', format_instant(valid_to))
-    body.append('", "version": 1}')
-    values = {
+    origin = fields["origin"]
+    return {
         "namespace": namespace,
-        "id": record_id,
+        "id": fields["id"],
         "content": content,
         "content_hash": sha256(content.encode("utf-8")).hexdigest(),
         "payload": fields["payload"],
-        "metadata": metadata_json,
-        "tags": tags_json,
-        "kind": kind,
+        "metadata": _SORTED_JSON(metadata) if metadata else "{}",
+        "tags": _JSON(tags) if tags else "[]",
+        "kind": fields["kind"],
         "key": None,
         "trust": "unverified",
-        "source": source,
+        "source": fields["source"],
         "origin": origin.model_dump_json() if origin else None,
         "created_at": now,
         "updated_at": now,
         "valid_from": valid_from,
         "valid_to": valid_to,
-        "deleted_at": deleted_at,
+        "deleted_at": None if deleted is None else to_us(deleted),
         "supersedes": "[]",
         "superseded_by": None,
         "version": 1,
     }
-    return values, "".join(body)
 
 
 def scope_rows(

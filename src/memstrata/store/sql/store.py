@@ -28,8 +28,8 @@ from memstrata.store.graph import Graph
 from memstrata.store.sql import expiry, lexical
 from memstrata.store.sql.dialect import Database, Dialect, Lane, Tx
 from memstrata.store.sql.maintenance import Finding, Read
-from memstrata.store.sql.past import known_rows, stored_versions
-from memstrata.store.sql.rows import COLUMNS, record_from_row, record_from_snapshot
+from memstrata.store.sql.past import known_rows, stored_versions, version_numbers, version_row
+from memstrata.store.sql.rows import COLUMNS, record_from_row
 from memstrata.store.sql.scope import metadata_clause
 from memstrata.store.sql.writes import Writes, fetch, missing
 
@@ -206,25 +206,16 @@ class SqlStore:
                 if found is None:
                     raise missing(record_id, namespace)
                 return found[1]
-            row = tx.execute(
-                "SELECT body, payload FROM record_versions WHERE namespace = ? AND id = ?"
-                " AND version = ?",
-                (namespace, record_id, version),
-            ).fetchone()
+            row = version_row(tx, namespace, record_id, version)
         if row is None:
             raise NotFound(
                 f"record {record_id!r} has no version {version} in namespace {namespace!r}"
             )
-        return record_from_snapshot(row[0], row[1])
+        return record_from_row(row)
 
     def versions(self, namespace: str, record_id: str) -> list[int]:
         with self.db.read() as tx:
-            rows = tx.execute(
-                "SELECT version FROM record_versions WHERE namespace = ? AND id = ?"
-                " ORDER BY version",
-                (namespace, record_id),
-            ).fetchall()
-        return [row[0] for row in rows]
+            return version_numbers(tx, namespace, record_id)
 
     def _known(self, tx: Tx, namespace: str, record_id: str, known_at: int) -> Record | None:
         """The version of the record known at ``known_at`` (with ``known_until`` when a
@@ -309,13 +300,9 @@ class SqlStore:
             page = rows[:limit]
             bodies: dict[tuple[str, int], Record] = {}
             for record_id, version in {(r[3], r[4]) for r in page if r[4] is not None}:
-                found = tx.execute(
-                    "SELECT body, payload FROM record_versions WHERE namespace = ? AND id = ?"
-                    " AND version = ?",
-                    (namespace, record_id, version),
-                ).fetchone()
+                found = version_row(tx, namespace, record_id, version)
                 if found is not None:
-                    bodies[(record_id, version)] = record_from_snapshot(found[0], None)
+                    bodies[(record_id, version)] = record_from_row(found, with_payload=False)
         changes = []
         for seq, at, op, record_id, version, actor in page:
             kind = change_kind(op, version)

@@ -2,11 +2,12 @@
 
 The rules (what a revision is, when a key is held, how supersession closes the old
 record) are :mod:`memstrata.domain.rules`; this module applies them to rows. Every
-change of a record goes through :meth:`Writes.save`, so its scope rows, full-text
-document and version snapshot never disagree with its row, and every mutation
-appends to the ledger; except the creation of a record that reads nothing of the
-store (the common write), which :meth:`Writes._create` makes straight from the
-record: the same rows (tests/store/test_plain_batch.py compares the two ways).
+change of a record goes through :meth:`Writes.save`, so its scope rows and full-text
+document never disagree with its row and the version it replaces is kept in the past
+(:mod:`memstrata.store.sql.past`: a record's versions are its row and its past rows),
+and every mutation appends to the ledger; except the creation of a record that reads
+nothing of the store (the common write), which :meth:`Writes._create` makes straight
+from the record: the same rows (tests/store/test_plain_batch.py compares the two ways).
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from memstrata.store.sql.rows import (
     record_from_row,
     row_values,
     scope_rows,
-    snapshot_body,
 )
 
 #: Ids looked up together in one statement (SQLite caps bound parameters).
@@ -46,12 +46,10 @@ TAG_COLUMNS = ("namespace", "tag", "record", "valid_from", "valid_to", "deleted_
 META_COLUMNS = (
     "namespace", "key", "value", "record", "num", "valid_from", "valid_to", "deleted_at",
 )  # fmt: skip
-VERSION_COLUMNS = ("namespace", "id", "version", "body", "payload")
 LEDGER_COLUMNS = ("at", "op", "namespace", "record_id", "version", "actor", "detail")
 #: The tables of held rows (:meth:`Writes._release`), in the order a record writes them.
 _HELD = (
-    ("record_tags", TAG_COLUMNS), ("record_meta", META_COLUMNS),
-    ("record_versions", VERSION_COLUMNS), ("ledger", LEDGER_COLUMNS),
+    ("record_tags", TAG_COLUMNS), ("record_meta", META_COLUMNS), ("ledger", LEDGER_COLUMNS),
 )  # fmt: skip
 
 
@@ -179,8 +177,8 @@ class Writes:
         )
 
     def save(self, rowid: int | None, record: Record, *, document: Document | None = None) -> int:
-        """Writes the record's current row, its scope rows, its full-text document
-        and its version snapshot. ``document`` is the content's terms
+        """Writes the record's current row, its scope rows and its full-text document,
+        keeping the row it replaces in the past. ``document`` is the content's terms
         (:meth:`LexicalWrites.document`): made here for a new record when not given,
         given for an existing one only when its content changed. Returns the rowid."""
         tx, d = self.tx, self.d
@@ -223,11 +221,6 @@ class Writes:
             self._insert("record_tags", TAG_COLUMNS, tags, change)
         if meta:
             self._insert("record_meta", META_COLUMNS, meta, change)
-        self._insert(
-            "record_versions", VERSION_COLUMNS,
-            [(record.namespace, record.id, record.version, snapshot_body(record, values),
-              record.payload)],
-        )  # fmt: skip
         self.known[record.id] = (rowid, record)
         return rowid
 
@@ -360,10 +353,9 @@ class Writes:
         the written record is made only if a later record of the batch asks for it
         (:meth:`lookup`). None, having written nothing: the revision would refuse the
         record, and the general path says why."""
-        made = created_row(incoming, self.namespace, self.now)
-        if made is None:
+        values = created_row(incoming, self.namespace, self.now)
+        if values is None:
             return None
-        values, body = made
         record_id = values["id"]
         if self._held is None:  # a new record that reads nothing: its rows wait
             self._held = {}
@@ -375,8 +367,6 @@ class Writes:
             self._insert("record_tags", TAG_COLUMNS, tags)
         if meta:
             self._insert("record_meta", META_COLUMNS, meta)
-        self._insert("record_versions", VERSION_COLUMNS,
-                     [(self.namespace, record_id, 1, body, values["payload"])])  # fmt: skip
         self.known[record_id] = (rowid, incoming)
         self._unrevised.add(record_id)
         self._given_vector(rowid, incoming, embedder_id, unit_row)
@@ -428,8 +418,8 @@ class Writes:
         return self.change(rowid, record, {"deleted_at": from_us(self.now)}, op="delete")
 
     def hard_delete(self, record_id: str) -> None:
-        """Removes every trace of the record: row, versions, full-text document, and
-        (by cascade) tags, metadata, vectors and the extraction marker; its mentions and
+        """Removes every trace of the record: row, full-text document, and (by cascade)
+        its past versions, tags, metadata, vectors and the extraction marker; its mentions and
         the graph edges only it evidences (:func:`memstrata.store.graph.forget`). The
         ledger keeps that a hard delete of this id happened, and nothing of its content."""
         self.lexical.language()  # locked before the record, as an upsert locks them
@@ -439,10 +429,6 @@ class Writes:
         self.d.forget_record(self.tx, self.namespace, rowid)
         self.tx.execute(
             "DELETE FROM records WHERE namespace = ? AND rowid = ?", (self.namespace, rowid)
-        )
-        self.tx.execute(
-            "DELETE FROM record_versions WHERE namespace = ? AND id = ?",
-            (self.namespace, record_id),
         )
         self.known[record_id] = None
         self.ledger("hard_delete", record_id, None)

@@ -577,6 +577,18 @@ def m013_scope_log_without_insert_trigger(conn: sqlite3.Connection) -> None:
     run_script(conn, "DROP TRIGGER records_scope_insert")
 
 
+@migration
+def m014_versions_from_the_past(conn: sqlite3.Connection) -> None:
+    """The versions table goes: a record's versions are its row and the past rows
+    that kept the ones it replaced (every replacement keeps one since record time
+    was kept; any version of an older store the past does not hold yet is copied
+    into it first). Every write used to add a verbatim copy of the version it wrote,
+    a tenth of the file and of a batch's inserts, read only by version reads, the
+    change feed and export, which now read the row and the past."""
+    past.backfill(conn, missing=True)
+    run_script(conn, "DROP TABLE record_versions")
+
+
 def apply_migrations(conn: sqlite3.Connection, now: int) -> list[str]:
     """Applies what is missing, each in its own transaction. Returns the names applied."""
 

@@ -61,6 +61,8 @@ class _Matrix:
             self.position = grown
 
     def put(self, rowids: np.ndarray, vectors: np.ndarray) -> None:
+        if rowids.shape[0] == 0:  # a write of no vectors (withdraw takes none alike)
+            return
         top = int(rowids.max())
         if top >= self.position.shape[0]:
             self.reserve(0, max(top, 2 * self.position.shape[0]))
