@@ -159,13 +159,26 @@ def backfill(tx: Tx, *, missing: bool = False) -> None:
     """Fills the past from ``record_versions`` (a store written before record time was
     kept): every version but the current one, known until the next version's
     ``updated_at``; with ``missing``, only those the past does not hold yet (before
-    the versions table goes)."""
-    kept = set()
+    the versions table goes: the versions of just the records missing one are read)."""
+    kept: set[tuple[int, int]] = set()
+    only = ""
     if missing:
-        kept = {(int(r), int(v)) for r, v in tx.execute("SELECT record, version FROM record_past")}
+        lacking = (
+            "SELECT r.rowid FROM record_versions v JOIN records r ON r.namespace = v.namespace"
+            " AND r.id = v.id WHERE v.version < r.version AND NOT EXISTS (SELECT 1 FROM"
+            " record_past p WHERE p.namespace = r.namespace AND p.record = r.rowid"
+            " AND p.version = v.version)"
+        )
+        only = f" WHERE r.rowid IN ({lacking})"
+        kept = {
+            (int(r), int(v))
+            for r, v in tx.execute(
+                f"SELECT p.record, p.version FROM record_past p WHERE p.record IN ({lacking})"
+            )
+        }
     rows = tx.execute(
         "SELECT r.rowid, r.version, v.version, v.body, v.payload FROM record_versions v"
-        " JOIN records r ON r.namespace = v.namespace AND r.id = v.id"
+        f" JOIN records r ON r.namespace = v.namespace AND r.id = v.id{only}"
         " ORDER BY v.namespace, v.id, v.version"
     ).fetchall()
     by_record: dict[int, list[tuple[int, str, Any]]] = {}
