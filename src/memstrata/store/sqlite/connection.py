@@ -7,6 +7,8 @@ deadlock upgrading a read to a write; a busy file is waited for, not reported.
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
 import sqlite3
 import threading
 import time
@@ -20,10 +22,15 @@ from memstrata.domain.errors import StorageUnavailable
 
 T = TypeVar("T")
 
+log = logging.getLogger("memstrata.store.sqlite")
+
 BUSY_TIMEOUT_MS = 60_000
 CHECKPOINT_WAIT_MS = 50
-#: WAL pages (4 KiB) written before SQLite checkpoints on its own.
-WAL_CHECKPOINT_PAGES = 10_000
+#: WAL pages (4 KiB) after which a committing writer checkpoints itself: only when the
+#: checkpoints made beside the writers (:class:`Checkpointer`) fall this far behind.
+WAL_CHECKPOINT_PAGES = 40_000
+#: Seconds from one checkpoint beside the writers to the next, at least.
+CHECKPOINT_EVERY_S = 1.0
 _LOCK_RETRY_SECONDS = 120.0
 
 
@@ -43,12 +50,13 @@ def connect(path: str) -> sqlite3.Connection:
     # Scope scans touch many pages: keep them in memory rather than in syscalls.
     conn.execute("PRAGMA cache_size = -65536")  # 64 MiB per connection
     conn.execute("PRAGMA mmap_size = 1073741824")
-    # A checkpoint (copying the WAL into the file, and syncing both) every ~40 MiB of
-    # WAL rather than SQLite's 4 MiB: a batch of 1,000 records writes about that much,
-    # so the default checkpointed after nearly every batch, writing the pages that the
-    # next batch rewrites again. A process crash loses nothing either way; with
-    # synchronous = NORMAL a power loss can take back what was committed since the
-    # last checkpoint, so now up to ~40 MiB of commits instead of ~4 MiB.
+    # Checkpoints (copying the WAL into the file, and syncing both) are made beside the
+    # writers (Checkpointer), at most one a second; a writer makes one in its commit
+    # only past ~160 MiB of WAL, when those fall behind. SQLite's default, every 4 MiB,
+    # checkpointed after nearly every batch of 1,000 records, writing the pages that
+    # the next batch rewrites again, and the writer waited for it. A process crash
+    # loses nothing either way; with synchronous = NORMAL a power loss can take back
+    # what was committed since the last checkpoint: about a second of commits.
     conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
     return conn
 
@@ -248,6 +256,65 @@ class Transaction:
         return getattr(self.raw, name)
 
 
+class Checkpointer:
+    """Copies the WAL into the database file from a thread of its own, once a write has
+    committed and at most once every :data:`CHECKPOINT_EVERY_S`, so a commit never
+    waits for a checkpoint. The copy runs in SQLite, without Python's lock: a writer
+    goes on meanwhile (a PASSIVE checkpoint waits for no reader or writer; what it
+    cannot copy yet, the next one does). Started by the first commit of the process
+    that commits (a forked child starts its own)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        #: Held while a checkpoint runs: :meth:`Database.checkpoint` waits for it.
+        self.lock = threading.Lock()
+        self._due = threading.Event()
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def committed(self) -> None:
+        """Called after every commit: a checkpoint is due."""
+        if self._pid != os.getpid():  # the first commit, or the first of a forked child
+            self._pid = os.getpid()
+            self._stopped.clear()
+            self._thread = threading.Thread(
+                target=self._run, name="memstrata-checkpoint", daemon=True
+            )
+            self._thread.start()
+        self._due.set()
+
+    def _run(self) -> None:
+        try:
+            conn = connect(self.path)
+        except (sqlite3.Error, OSError) as error:  # the writers' own checkpoints remain
+            log.warning("cannot checkpoint %s beside the writers: %s", self.path, error)
+            return
+        try:
+            while not self._stopped.is_set():
+                self._due.wait()
+                self._due.clear()
+                if self._stopped.is_set():
+                    return
+                with self.lock:
+                    try:
+                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    except sqlite3.Error as error:  # the writers' own checkpoints remain
+                        log.warning("checkpoint of %s failed: %s", self.path, error)
+                self._stopped.wait(CHECKPOINT_EVERY_S)
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        """Ends the thread (after the checkpoint it may be making)."""
+        thread, self._thread = self._thread, None
+        self._pid = 0
+        self._stopped.set()
+        self._due.set()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+
 class Database:
     """One connection per thread on one file; writes serialised within the process."""
 
@@ -257,6 +324,7 @@ class Database:
         self._write_lock = threading.RLock()
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
+        self._checkpointer = Checkpointer(path) if path != ":memory:" else None
 
     def conn(self) -> sqlite3.Connection:
         """The calling thread's connection (inside a write, with the write's held-back
@@ -312,6 +380,8 @@ class Database:
                 raise
             else:
                 _with_lock_retry(lambda: conn.execute("COMMIT"))
+                if self._checkpointer is not None:
+                    self._checkpointer.committed()
             finally:
                 self._local.depth = 0
                 self._local.tx = None
@@ -358,15 +428,19 @@ class Database:
         reader still needs the WAL, it is left for SQLite's next checkpoint."""
         conn = self.conn()
         conn.execute(f"PRAGMA busy_timeout = {CHECKPOINT_WAIT_MS}")
-        try:
-            row = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-            return row is not None and row[0] == 0
-        except sqlite3.OperationalError:
-            return False
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        # not beside this process's own checkpoint, which would make this one give up
+        with self._checkpointer.lock if self._checkpointer else contextlib.nullcontext():
+            try:
+                row = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                return row is not None and row[0] == 0
+            except sqlite3.OperationalError:
+                return False
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
     def close(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
         with self._all_lock:
             for conn in self._all:
                 with contextlib.suppress(sqlite3.ProgrammingError):

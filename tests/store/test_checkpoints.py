@@ -1,0 +1,72 @@
+"""SQLite: the WAL is copied into the database file beside the writers
+(``connection.Checkpointer``), not in a writer's commit: a real file, a real store."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import memstrata
+from memstrata.store.sqlite import connection
+
+
+def _checkpointers() -> int:
+    return sum(t.name == "memstrata-checkpoint" and t.is_alive() for t in threading.enumerate())
+
+
+def _batch(start: int, count: int) -> list[dict[str, object]]:
+    return [
+        {"id": f"r{i}", "content": f"note {i} about the mill and the river {i % 13}"}
+        for i in range(start, start + count)
+    ]
+
+
+def _grows(path: Path, size: int, seconds: float = 10.0) -> int:
+    deadline = time.monotonic() + seconds
+    while os.path.getsize(path) <= size and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return os.path.getsize(path)
+
+
+def test_a_commit_reaches_the_database_file_without_a_checkpoint_of_the_writer(
+    tmp_path: Path,
+) -> None:
+    """A small write is far below the WAL size at which a writer checkpoints in its
+    commit; its pages still reach the file, copied beside it, and the store reads the
+    same before and after."""
+    path = tmp_path / "m.db"
+    with memstrata.open(path, embedder="hash", background_jobs=False) as m:
+        m.upsert("ns", _batch(0, 5))
+        size = _grows(path, 0)  # the first commit's checkpoint
+        m.upsert("ns", _batch(5, 300))
+        wal = os.path.getsize(f"{path}-wal")
+        assert wal < connection.WAL_CHECKPOINT_PAGES * 4096
+        assert _grows(path, size) > size
+        assert len(m.search("ns", "mill river", ranking="lexical", top_k=400).hits) == 305
+
+
+def test_the_checkpoint_thread_ends_with_the_store(tmp_path: Path) -> None:
+    before = _checkpointers()
+    m = memstrata.open(tmp_path / "m.db", embedder="hash", background_jobs=False)
+    assert _checkpointers() == before  # none until the first commit
+    m.upsert("ns", _batch(0, 3))
+    assert _checkpointers() == before + 1
+    m.upsert("ns", _batch(3, 3))
+    assert _checkpointers() == before + 1  # one per store
+    m.close()
+    assert _checkpointers() == before
+
+
+def test_a_hard_delete_waits_for_a_checkpoint_beside_it(tmp_path: Path) -> None:
+    """The hard delete's own checkpoint (TRUNCATE, emptying the WAL of the deleted
+    pages' images) is made after the one running beside it, not given up: right after
+    the delete the WAL is empty, with writes going on just before it."""
+    path = tmp_path / "m.db"
+    with memstrata.open(path, embedder="hash", background_jobs=False) as m:
+        for n in range(10):
+            m.upsert("ns", _batch(300 * n, 300))
+        m.upsert("ns", [{"id": "secret", "content": "the vault code is 7341"}])
+        m.delete("ns", "secret", hard=True)
+        assert os.path.getsize(f"{path}-wal") == 0
