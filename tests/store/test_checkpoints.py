@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import time
@@ -56,6 +57,19 @@ def test_the_checkpoint_thread_ends_with_the_store(tmp_path: Path) -> None:
     m.upsert("ns", _batch(3, 3))
     assert _checkpointers() == before + 1  # one per store
     m.close()
+    assert _checkpointers() == before
+
+
+def test_a_store_dropped_unclosed_ends_its_thread(tmp_path: Path) -> None:
+    before = _checkpointers()
+    m = memstrata.open(tmp_path / "m.db", embedder="hash", background_jobs=False)
+    m.upsert("ns", _batch(0, 3))
+    assert _checkpointers() == before + 1
+    del m
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while _checkpointers() > before and time.monotonic() < deadline:
+        time.sleep(0.02)
     assert _checkpointers() == before
 
 

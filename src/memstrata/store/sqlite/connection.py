@@ -12,6 +12,7 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import chain
@@ -305,13 +306,14 @@ class Checkpointer:
         finally:
             conn.close()
 
-    def stop(self) -> None:
-        """Ends the thread (after the checkpoint it may be making)."""
+    def stop(self, *, wait: bool = True) -> None:
+        """Ends the thread, after the checkpoint it may be making (waited for, with
+        ``wait``)."""
         thread, self._thread = self._thread, None
         self._pid = 0
         self._stopped.set()
         self._due.set()
-        if thread is not None and thread is not threading.current_thread():
+        if wait and thread is not None and thread is not threading.current_thread():
             thread.join()
 
 
@@ -325,6 +327,8 @@ class Database:
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
         self._checkpointer = Checkpointer(path) if path != ":memory:" else None
+        if self._checkpointer is not None:  # a store dropped unclosed ends its thread too
+            weakref.finalize(self, self._checkpointer.stop, wait=False)
 
     def conn(self) -> sqlite3.Connection:
         """The calling thread's connection (inside a write, with the write's held-back

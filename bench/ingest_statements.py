@@ -1,0 +1,127 @@
+"""Where an ingest's SQLite time goes, statement by statement:
+``python -m bench.ingest_statements --size 100000``.
+
+Ingests the speed data (bench.synth, batches of 1000) into a fresh SQLite store as
+``bench.ingest`` does, with every statement a write transaction sends timed: the rows
+held back and sent together (``connection.Deferred.send``, by statement), the other
+statements (``Transaction.execute`` / ``executemany``), and each transaction's begin
+and commit (``connection._with_lock_retry``, which runs both). What is left
+of the upserts' time is Python. Timing each call costs a little, so the total is a
+few percent above an untimed run's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from bench.common import RESULTS, log, machine, write_json
+from bench.engines.memstrata_engine import MemstrataEngine
+from bench.synth import generate
+from memstrata.store.sqlite import connection
+
+BATCH = 1000
+
+
+def _key(sql: str) -> str:
+    return re.sub(r"\s+", " ", sql)[:72]
+
+
+def timed(size: int, seed: int) -> dict[str, Any]:
+    seconds: Counter[str] = Counter()
+    calls: Counter[str] = Counter()
+    send, execute, executemany = (
+        connection.Deferred.send,
+        connection.Transaction.execute,
+        connection.Transaction.executemany,
+    )
+    retried = connection._with_lock_retry
+
+    def timed_retried(fn: object) -> None:
+        start = time.perf_counter()
+        retried(fn)
+        seconds["begin and commit"] += time.perf_counter() - start
+        calls["begin and commit"] += 1
+
+    def timed_send(self: connection.Deferred, conn: Any) -> None:
+        start = time.perf_counter()
+        send(self, conn)
+        seconds["held " + _key(self.sql)] += time.perf_counter() - start
+        calls["held " + _key(self.sql)] += len(self.rows)
+
+    def timed_execute(self: connection.Transaction, sql: str, params: Any = ()) -> Any:
+        if self.pending:
+            self.flush()
+        start = time.perf_counter()
+        cursor = execute(self, sql, params)
+        key = "execute " + _key(sql)
+        seconds[key] += time.perf_counter() - start
+        calls[key] += 1
+        return cursor
+
+    def timed_executemany(self: connection.Transaction, sql: str, rows: Any) -> Any:
+        if self.pending:
+            self.flush()
+        start = time.perf_counter()
+        cursor = executemany(self, sql, rows)
+        seconds["executemany " + _key(sql)] += time.perf_counter() - start
+        calls["executemany " + _key(sql)] += 1
+        return cursor
+
+    data = generate(size, 10, seed)
+    connection.Deferred.send = timed_send  # type: ignore[method-assign]
+    connection.Transaction.execute = timed_execute  # type: ignore[method-assign]
+    connection.Transaction.executemany = timed_executemany  # type: ignore[method-assign]
+    connection._with_lock_retry = timed_retried
+    try:
+        with tempfile.TemporaryDirectory(prefix="msbench-statements-") as workdir:
+            engine = MemstrataEngine(str(Path(workdir) / "m.db"), "memstrata", {})
+            engine.open()
+            total = 0.0
+            for start in range(0, size, BATCH):
+                total += engine.ingest_batch(data, start, min(start + BATCH, size))
+                if (start // BATCH + 1) % 20 == 0:
+                    log(f"  {start + BATCH:,} records")
+            engine.close()
+    finally:
+        connection.Deferred.send = send  # type: ignore[method-assign]
+        connection.Transaction.execute = execute  # type: ignore[method-assign]
+        connection.Transaction.executemany = executemany  # type: ignore[method-assign]
+        connection._with_lock_retry = retried
+    statements = sum(seconds.values())
+    return {
+        "size": size,
+        "seed": seed,
+        "batch": BATCH,
+        "machine": machine(),
+        "upsert_s": round(total, 2),
+        "records_per_s": round(size / total, 1),
+        "statements_s": round(statements, 2),
+        "python_s": round(total - statements, 2),
+        "by_statement": [
+            {"statement": key, "seconds": round(value, 3), "rows_or_calls": calls[key]}
+            for key, value in seconds.most_common()
+        ],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--size", type=int, default=100_000)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    result = timed(args.size, args.seed)
+    write_json(args.out or RESULTS / f"ingest_statements_{args.size // 1000}k.json", result)
+    for row in result["by_statement"][:15]:
+        log(f"  {row['seconds']:7.3f} s  {row['rows_or_calls']:8d}  {row['statement']}")
+    log(f"upserts {result['upsert_s']} s, statements {result['statements_s']} s")
+
+
+if __name__ == "__main__":
+    main()
