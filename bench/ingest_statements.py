@@ -12,7 +12,6 @@ few percent above an untimed run's.
 
 from __future__ import annotations
 
-import argparse
 import re
 import tempfile
 import time
@@ -20,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench.common import RESULTS, log, machine, write_json
+from bench.common import log, machine, sized_study
 from bench.engines.memstrata_engine import MemstrataEngine
 from bench.synth import generate
 from memstrata.store.sqlite import connection
@@ -111,16 +110,7 @@ def timed(size: int, seed: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--size", type=int, default=100_000)
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
-    result = timed(args.size, args.seed)
-    write_json(args.out or RESULTS / f"ingest_statements_{args.size // 1000}k.json", result)
-    for row in result["by_statement"][:15]:
-        log(f"  {row['seconds']:7.3f} s  {row['rows_or_calls']:8d}  {row['statement']}")
-    log(f"upserts {result['upsert_s']} s, statements {result['statements_s']} s")
+    sized_study(__doc__, timed, "ingest_statements")
 
 
 if __name__ == "__main__":

@@ -636,14 +636,8 @@ def m012_term_counts_fillfactor(conn: Connection) -> None:
 
 @migration
 def m013_versions_from_the_past(conn: Connection) -> None:
-    """The versions table goes: a record's versions are its row and the past rows
-    that kept the ones it replaced (every replacement keeps one since record time
-    was kept; any version of an older store the past does not hold yet is copied
-    into it first). Every write used to add a verbatim copy of the version it wrote,
-    a tenth of the file and of a batch's inserts, read only by version reads, the
-    change feed and export, which now read the row and the past."""
-    past.backfill(conn, missing=True)
-    run_script(conn, "DROP TABLE record_versions")
+    """A record's versions are its row and its past (:func:`past.drop_versions`)."""
+    past.drop_versions(conn)
 
 
 def _ensure_vector_extension(conn: Connection) -> None:

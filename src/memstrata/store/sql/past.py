@@ -155,6 +155,17 @@ def version_numbers(tx: Tx, namespace: str, record_id: str) -> list[int]:
     return [int(row[0]) for row in rows]
 
 
+def drop_versions(tx: Tx) -> None:
+    """The versions table goes (SQLite m014, PostgreSQL m013): a record's versions are
+    its row and the past rows that kept the ones it replaced (every replacement keeps
+    one since record time was kept; any version of an older store the past does not
+    hold yet is copied into it first). Every write used to add a verbatim copy of the
+    version it wrote, a tenth of the file and of a batch's inserts, read only by
+    version reads, the change feed and export, which now read the row and the past."""
+    backfill(tx, missing=True)
+    tx.execute("DROP TABLE record_versions")
+
+
 def backfill(tx: Tx, *, missing: bool = False) -> None:
     """Fills the past from ``record_versions`` (a store written before record time was
     kept): every version but the current one, known until the next version's
