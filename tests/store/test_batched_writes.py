@@ -15,6 +15,7 @@ import memstrata
 from memstrata import Memory
 from memstrata.domain.errors import NotFound
 from memstrata.domain.records import Origin
+from memstrata.store.sql import maintenance
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 _REFUSE = {
@@ -141,8 +142,6 @@ def test_every_version_reads_back_as_it_was_written(memory: Memory) -> None:
         for version in numbers:
             assert memory.get("ns", rid, version=version).to_json() == seen[(rid, version)]
     with service.store.reader() as read:
-        from memstrata.store.sql import maintenance
-
         exported = [(r.id, r.version, r.to_json()) for r in maintenance.versions(read, "ns")]
     assert exported == sorted((r, v, body) for (r, v), body in seen.items())
     a1 = memory.get("ns", "a", version=1)

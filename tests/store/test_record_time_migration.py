@@ -12,6 +12,7 @@ import pytest
 import memstrata
 from memstrata import backups
 from memstrata.domain.time import format_instant, to_us
+from memstrata.store.sql import maintenance
 
 NAMES = {"sqlite": "m008_record_time", "postgres": "m006_record_time"}
 DROPPED = {"sqlite": "m014_versions_from_the_past", "postgres": "m013_versions_from_the_past"}
@@ -30,8 +31,6 @@ def _versions_table(m: memstrata.Memory, backend: str) -> Any:
     store = m.service.store
     rows = []
     with store.reader() as read:
-        from memstrata.store.sql import maintenance
-
         for record in maintenance.versions(read, "ns"):
             body = record.to_json()
             body.pop("payload", None)

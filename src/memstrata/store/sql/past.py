@@ -20,7 +20,6 @@ from typing import Any
 from memstrata.domain.time import to_us
 from memstrata.store.sql.dialect import Dialect, Tx
 from memstrata.store.sql.rows import (
-    COLUMNS,
     ROW_FIELDS,
     prefixed,
     record_from_snapshot,
@@ -130,18 +129,13 @@ def _versions(
     return list(tx.execute(" UNION ALL ".join(parts), params).fetchall())
 
 
-#: A record's stored version by number (parameters: namespace, id, version, twice).
-_VERSION = (
-    f"SELECT {COLUMNS} FROM records WHERE namespace = ? AND id = ? AND version = ?"
-    f" UNION ALL SELECT {prefixed('r', 'record')} FROM record_past r"
-    " WHERE r.namespace = ? AND r.id = ? AND r.version = ?"
-)
-
-
-def version_row(tx: Tx, namespace: str, record_id: str, version: int) -> Any | None:
-    """Version ``version`` of the record (``COLUMNS``, the rowid being the record's):
-    its current row or the past row that kept it; None when it has no such version."""
-    return tx.execute(_VERSION, (namespace, record_id, version) * 2).fetchone()
+def version_row(d: Dialect, tx: Tx, namespace: str, record_id: str, version: int) -> Any | None:
+    """Version ``version`` of the record (``COLUMNS``, the rowid being the record's,
+    then when it was replaced): its current row or the past row that kept it; None
+    when it has no such version."""
+    rows = _versions(d, tx, namespace, [record_id], "id",
+                     lambda past: (" AND r.version = ?", [version]))  # fmt: skip
+    return rows[0] if rows else None
 
 
 def version_numbers(tx: Tx, namespace: str, record_id: str) -> list[int]:

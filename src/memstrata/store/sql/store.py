@@ -206,7 +206,7 @@ class SqlStore:
                 if found is None:
                     raise missing(record_id, namespace)
                 return found[1]
-            row = version_row(tx, namespace, record_id, version)
+            row = version_row(self.dialect, tx, namespace, record_id, version)
         if row is None:
             raise NotFound(
                 f"record {record_id!r} has no version {version} in namespace {namespace!r}"
@@ -300,7 +300,7 @@ class SqlStore:
             page = rows[:limit]
             bodies: dict[tuple[str, int], Record] = {}
             for record_id, version in {(r[3], r[4]) for r in page if r[4] is not None}:
-                found = version_row(tx, namespace, record_id, version)
+                found = version_row(self.dialect, tx, namespace, record_id, version)
                 if found is not None:
                     bodies[(record_id, version)] = record_from_row(found, with_payload=False)
         changes = []
