@@ -8,6 +8,12 @@ path), and raw sqlite-vec + FTS5. Batch j goes to every engine before batch j + 
 order rotating, so a load swing on this shared machine hits them alike. The timed part
 is what the speed bench times (``write_s``): memstrata's ``upsert`` calls, sqlite-vec's
 transactions; building each batch's input is not timed.
+
+Taking turns leaves each engine idle while the others write, and work an engine does
+beside its writes (memstrata's checkpoints and merges) then costs its writes nothing.
+``--alone`` has each engine write all its batches back to back instead, one engine after
+the other: the gap between two batches is only the building of the next one's input,
+as for a client that sends batches as fast as it can make them.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from bench.common import RESULTS, log, machine, write_json
 
@@ -57,6 +65,13 @@ def worker(kind: str, size: int, seed: int, path: str, arrays: bool = False) -> 
     engine.close()
 
 
+def _spread(seconds: list[float]) -> dict[str, float]:
+    """Median, 99th percentile and most of ``seconds``, in milliseconds."""
+    p50, p99 = np.percentile(seconds, [50, 99])
+    return {"p50": round(1000 * p50, 1), "p99": round(1000 * p99, 1),
+            "max": round(1000 * max(seconds), 1)}  # fmt: skip
+
+
 def revision(src: Path) -> str:
     found = subprocess.run(
         ["git", "-C", str(src), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
@@ -65,8 +80,9 @@ def revision(src: Path) -> str:
 
 
 def run(
-    size: int, seed: int, before: Path | None, vectors: str = "list", label: str | None = None
-) -> dict[str, Any]:
+    size: int, seed: int, before: Path | None, vectors: str = "list", label: str | None = None,
+    *, alone: bool = False,
+) -> dict[str, Any]:  # fmt: skip
     engines: dict[str, Path | None] = {f"memstrata {revision(REPO)} (this tree)": None}
     if before is not None:
         engines[f"memstrata {label or revision(before)} (before)"] = before
@@ -90,17 +106,27 @@ def run(
             assert proc.stdout is not None
             loaded[name] = json.loads(proc.stdout.readline())["memstrata"]
         seconds = dict.fromkeys(procs, 0.0)
+        batches: dict[str, list[float]] = {name: [] for name in procs}
         names = list(procs)
+        starts = range(0, size, BATCH)
+        if alone:  # each engine's batches back to back
+            turns = [(j, [name]) for name in names for j in range(len(starts))]
+        else:  # batch j to every engine, the order rotating
+            turns = [(j, names[j % len(names) :] + names[: j % len(names)])
+                     for j in range(len(starts))]  # fmt: skip
         started = time.perf_counter()
-        for j, start in enumerate(range(0, size, BATCH)):
-            for name in names[j % len(names) :] + names[: j % len(names)]:
+        for j, order in turns:
+            start = starts[j]
+            for name in order:
                 proc = procs[name]
                 assert proc.stdin is not None and proc.stdout is not None
                 proc.stdin.write(f"{start}\n")
                 proc.stdin.flush()
-                seconds[name] += json.loads(proc.stdout.readline())["seconds"]
+                took = json.loads(proc.stdout.readline())["seconds"]
+                seconds[name] += took
+                batches[name].append(took)
             if (j + 1) % 10 == 0:
-                rates = {k: round((start + BATCH) / v) for k, v in seconds.items()}
+                rates = {k: round(BATCH * len(v) / seconds[k]) for k, v in batches.items() if v}
                 log(f"  {start + BATCH:,} records: {rates}")
         wall = time.perf_counter() - started
     finally:
@@ -118,12 +144,15 @@ def run(
         "seed": seed,
         "batch": BATCH,
         "vectors": vectors,
+        "turns": "alone" if alone else "rotating",
         "load_average": os.getloadavg(),
         "machine": machine(),
         "memstrata_from": loaded,
         "write_s": {k: round(v, 2) for k, v in seconds.items()},
         "records_per_s": {k: round(v, 1) for k, v in rates.items()},
         "rate_vs_this_tree": {k: round(v / rates[ours], 3) for k, v in rates.items()},
+        # one batch's upsert: a merge made in the write shows as its slowest ones
+        "batch_ms": {k: _spread(v) for k, v in batches.items()},
         "wall_s": round(wall, 1),
     }
 
@@ -144,15 +173,21 @@ def main() -> None:
         help="each record's vector as a list of floats (the JSON shape, the headline)"
         " or as a NumPy float32 row (memstrata only; sqlite-vec takes its bytes as ever)",
     )  # fmt: skip
+    parser.add_argument(
+        "--alone", action="store_true",
+        help="each engine's batches back to back, one engine after the other",
+    )  # fmt: skip
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--path", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         worker(args.worker, args.size, args.seed, args.path, args.vectors == "array")
         return
-    result = run(args.size, args.seed, args.before, args.vectors, args.before_label)
+    result = run(args.size, args.seed, args.before, args.vectors, args.before_label,
+                 alone=args.alone)  # fmt: skip
     log(json.dumps(result, indent=2))
-    write_json(args.out or RESULTS / f"ingest_{args.size // 1000}k_sqlite.json", result)
+    name = f"ingest_{args.size // 1000}k_sqlite{'_alone' if args.alone else ''}.json"
+    write_json(args.out or RESULTS / name, result)
 
 
 if __name__ == "__main__":

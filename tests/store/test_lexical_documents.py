@@ -9,7 +9,13 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from tests.support.raw import dump_tables, full_text_matches, scalar, tail_postings
+from tests.support.raw import (
+    dump_tables,
+    full_text_matches,
+    merges_settled,
+    scalar,
+    tail_postings,
+)
 
 import memstrata
 from memstrata.store.sql import lexical
@@ -37,7 +43,9 @@ def _write(m: memstrata.Memory, ns: str) -> None:
     words = ["river", "stone", "mill", "quiet", "water", "old", "house", "tree", "road"]
     m.upsert(ns, [{"id": f"r{i}", "content": " ".join(words[i % 6 : i % 6 + 3] * (1 + i % 2))}
                   for i in range(12)])  # fmt: skip
+    merges_settled(m)
     m.upsert(ns, [{"id": f"n{i}", "content": f"{words[i]} lantern"} for i in range(6)])
+    merges_settled(m)
 
 
 def _ranked(m: memstrata.Memory, ns: str) -> list[list[tuple[str, float]]]:

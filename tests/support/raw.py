@@ -127,3 +127,12 @@ def tail_postings(target: str) -> list[tuple[Any, ...]]:
         if record in tail
         for term, tf in Counter(str(terms).split()).items()
     )
+
+
+def merges_settled(memory: Any) -> None:
+    """Waits until the store's merges beside its writers (SQLite's tail, a thread of
+    its own) have answered every write that asked for one, so a test reads the tail as
+    the last write left it."""
+    merger = getattr(memory.service.store.dialect, "merger", None)
+    if merger is not None:
+        assert merger.settle(), "the merge beside the writers did not finish in time"

@@ -26,8 +26,11 @@ the copy's counts) and the same whole-number parts: the ranking and scores are t
 of one postings table. ``lexical_postings`` is ordered by term, so a batch's postings
 would land on a page per distinct term; a merge (:func:`merge_tail`: the documents'
 postings in the key's order, their counts taken from the write and the copy rather
-than parsed again) writes each page once for many batches, and runs at the end of the
-write that brings the tail to its bound (:func:`merge_due`). A record's
+than parsed again) writes each page once for many batches. Once a write brings the
+tail to its bound (:func:`merge_due`), the store merges it beside the writers where it
+can (``Tail.merge``: SQLite's thread, :func:`merge_if_due`), so no write waits for a
+merge while the writers leave it a moment; a write that finds the tail twice due (none
+came) merges it itself, so the tail stays bounded. A record's
 postings are always all in ``lexical_postings`` or its document all in the tail
 (written, replaced and merged whole). Such a dialect, and one that says so
 (``Dialect.lexical_documents``: PostgreSQL), finds a record's postings by its terms in
@@ -84,8 +87,9 @@ TAIL = "lexical_tail"
 #: The tail's first and last seq (each its own min or max: SQLite reads one end of the
 #: key for each, where ``min(seq), max(seq)`` in one SELECT would read every row).
 _ENDS = f"SELECT (SELECT min(seq) FROM {TAIL}), (SELECT max(seq) FROM {TAIL})"
-#: The tail is merged at the end of the write that brings it to at least this many
-#: rows, or more in a large store (:func:`merge_due`), and at most :data:`TAIL_MAX`.
+#: The tail is due to be merged at this many rows, or more in a large store
+#: (:func:`merge_due`), and at most :data:`TAIL_MAX`; a write merges it itself at twice
+#: what is due.
 TAIL_ROWS = 8_000
 TAIL_MAX = 40_000
 #: Each record's terms (where the dialect keeps a tail, or says so): ``(record, namespace,
@@ -223,9 +227,13 @@ class Tail:
         self,
         writing: Callable[[], bool] = lambda: False,
         on_commit: Callable[[Callable[[], None]], None] | None = None,
+        merge: Callable[[], None] | None = None,
     ) -> None:
         self._writing = writing
         self.on_commit = on_commit
+        #: Asks for a merge beside the writers (:func:`merge_if_due`), if the store
+        #: makes them; else a write merges the tail itself once it is due.
+        self.merge = merge
         self._lock = threading.Lock()
         self._first: int | None = None
         self._seen = 0
@@ -287,6 +295,11 @@ class Tail:
                     self._documents[record] = (namespace, counts, length, first + offset)
                     self._unindexed[record] = None
             self._seen = last
+
+    def merged(self) -> None:
+        """A merge of this process's has committed: the tail it holds is gone."""
+        with self._lock:
+            self._clear()
 
     def _clear(self) -> None:
         self._documents.clear()
@@ -781,17 +794,25 @@ class LexicalWrites:
         self._tailed.clear()
         self.d.insert_rows(self.tx, TAIL, ("record",), [(r,) for r in records], distinct=True)
         (first, last) = self.tx.execute(_ENDS).fetchone()
-        merged = merge_due(int(last) - int(first) + 1, self.tx)
+        held = int(last) - int(first) + 1
+        due = merge_due(held, self.tx)
+        beside = due and tail.merge is not None and tail.on_commit is not None
+        # a merge beside the writers that has not come (the writers leave it no turn,
+        # or another process holds the file) is made here once the tail is twice due
+        merged = due and (not beside or merge_due(held, self.tx, over=2))
         ns = self.namespace
         if merged:
             merge_tail(self.d, self.tx, {r: (r, ns, *doc) for r, doc in written.items()})
         if tail.on_commit is not None:
             rows = [(r, written.get(r)) for r in records]
             tail.on_commit(lambda: tail.written(ns, rows, int(last), int(first), merged))
+            if beside and not merged and tail.merge is not None:
+                tail.on_commit(tail.merge)
 
 
-def merge_due(rows: int, tx: Tx) -> bool:
-    """Whether the tail, of ``rows`` rows, is due to be merged.
+def merge_due(rows: int, tx: Tx, *, over: int = 1) -> bool:
+    """Whether the tail, of ``rows`` rows, is due to be merged (``over``: whether it
+    holds that many times what is due).
 
     A merge rewrites pages of :data:`MAIN` in proportion to its size, so per batch it
     costs least when merges come after a number of batches that grows as the square
@@ -800,13 +821,26 @@ def merge_due(rows: int, tx: Tx) -> bool:
     32,000 merged records; ~14,000 at 100k records), up to :data:`TAIL_MAX` (from 800k
     records on), the merged documents estimated by every namespace's records less the
     tail's rows. When to merge never changes what a search finds."""
-    if rows < TAIL_ROWS:
+    if rows < TAIL_ROWS * over:
         return False
-    if rows >= TAIL_MAX:
+    if rows >= TAIL_MAX * over:
         return True
     (documents,) = tx.execute("SELECT coalesce(sum(documents), 0) FROM lexical_stats").fetchone()
     merged = max(int(documents) - rows, 0)
-    return rows * rows * 4 >= TAIL_ROWS * merged
+    return rows * rows * 4 >= TAIL_ROWS * merged * over * over
+
+
+def merge_if_due(d: Dialect, tx: Tx) -> None:
+    """A merge beside the writers (``Tail.merge`` asked for it after a write found the
+    tail due): the tail merged if it still is due (another process may have merged it
+    since), and the process's copy of it cleared once the merge commits."""
+    (first, last) = tx.execute(_ENDS).fetchone()
+    if first is None or not merge_due(int(last) - int(first) + 1, tx):
+        return
+    merge_tail(d, tx)
+    tail = d.lexical_tail
+    if tail is not None and tail.on_commit is not None:
+        tail.on_commit(tail.merged)
 
 
 def merge_tail(d: Dialect, tx: Tx, own: dict[int, Held] | None = None) -> None:

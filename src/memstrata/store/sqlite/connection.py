@@ -257,57 +257,78 @@ class Transaction:
         return getattr(self.raw, name)
 
 
-class Checkpointer:
-    """Copies the WAL into the database file from a thread of its own, once a write has
-    committed and at most once every :data:`CHECKPOINT_EVERY_S`, so a commit never
-    waits for a checkpoint. The copy runs in SQLite, without Python's lock: a writer
-    goes on meanwhile (a PASSIVE checkpoint waits for no reader or writer; what it
-    cannot copy yet, the next one does). Started by the first commit of the process
-    that commits (a forked child starts its own)."""
+class Background:
+    """A task run from a thread of its own whenever asked (:meth:`ask`), at most once
+    every ``every_s`` seconds, so the writer that asks never waits for it. The thread
+    starts at the process's first ask (a forked child's first starts its own) and ends
+    with :meth:`stop`. A subclass gives the task (:meth:`session`: what the thread opens
+    once, and the task as a callable)."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
-        #: Held while a checkpoint runs: :meth:`Database.checkpoint` waits for it.
+    name = "memstrata-background"
+    every_s = 0.0
+
+    def __init__(self) -> None:
+        #: Held while the task runs.
         self.lock = threading.Lock()
         self._due = threading.Event()
         self._stopped = threading.Event()
+        self._answered = threading.Condition()
+        self._asked = self._ran = 0
         self._thread: threading.Thread | None = None
         self._pid = 0
 
-    def committed(self) -> None:
-        """Called after every commit: a checkpoint is due."""
-        if self._pid != os.getpid():  # the first commit, or the first of a forked child
+    @contextmanager
+    def session(self) -> Iterator[Callable[[], None]]:
+        raise NotImplementedError
+        yield  # pragma: no cover
+
+    def ask(self) -> None:
+        """The task is due: it runs as soon as it may."""
+        if self._pid != os.getpid():  # the first ask, or the first of a forked child
             self._pid = os.getpid()
             self._stopped.clear()
-            self._thread = threading.Thread(
-                target=self._run, name="memstrata-checkpoint", daemon=True
-            )
+            self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
             self._thread.start()
+        with self._answered:
+            self._asked += 1
         self._due.set()
+
+    def settle(self, timeout: float = 60.0) -> bool:
+        """Waits until the task has run after every ask made so far (or the thread has
+        ended); whether it did within ``timeout`` seconds."""
+        with self._answered:
+            return self._answered.wait_for(
+                lambda: self._ran >= self._asked or self._thread is None, timeout
+            )
 
     def _run(self) -> None:
         try:
-            conn = connect(self.path)
-        except (sqlite3.Error, OSError) as error:  # the writers' own checkpoints remain
-            log.warning("cannot checkpoint %s beside the writers: %s", self.path, error)
-            return
-        try:
-            while not self._stopped.is_set():
-                self._due.wait()
-                self._due.clear()
-                if self._stopped.is_set():
-                    return
-                with self.lock:
-                    try:
-                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                    except sqlite3.Error as error:  # the writers' own checkpoints remain
-                        log.warning("checkpoint of %s failed: %s", self.path, error)
-                self._stopped.wait(CHECKPOINT_EVERY_S)
+            with self.session() as task:
+                while not self._stopped.is_set():
+                    self._due.wait()
+                    self._due.clear()
+                    if self._stopped.is_set():
+                        return
+                    with self._answered:
+                        asked = self._asked
+                    with self.lock:
+                        try:
+                            task()
+                        except Exception as error:  # the writers do it themselves, later
+                            log.warning("%s failed: %s", self.name, error)
+                    with self._answered:
+                        self._ran = asked
+                        self._answered.notify_all()
+                    self._stopped.wait(self.every_s)
+        except (sqlite3.Error, OSError) as error:  # the writers do it themselves
+            log.warning("%s cannot start: %s", self.name, error)
         finally:
-            conn.close()
+            with self._answered:
+                self._ran = self._asked
+                self._answered.notify_all()
 
     def stop(self, *, wait: bool = True) -> None:
-        """Ends the thread, after the checkpoint it may be making (waited for, with
+        """Ends the thread, after the task it may be running (waited for, with
         ``wait``)."""
         thread, self._thread = self._thread, None
         self._pid = 0
@@ -315,6 +336,34 @@ class Checkpointer:
         self._due.set()
         if wait and thread is not None and thread is not threading.current_thread():
             thread.join()
+
+
+class Checkpointer(Background):
+    """Copies the WAL into the database file beside the writers, once a write has
+    committed and at most once every :data:`CHECKPOINT_EVERY_S`, so a commit never
+    waits for a checkpoint. The copy runs in SQLite on a connection of the thread's
+    own, without Python's lock: a writer goes on meanwhile (a PASSIVE checkpoint waits
+    for no reader or writer; what it cannot copy yet, the next one does). Asked by
+    every commit of the process that commits."""
+
+    name = "memstrata-checkpoint"
+    every_s = CHECKPOINT_EVERY_S
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.path = path
+
+    @contextmanager
+    def session(self) -> Iterator[Callable[[], None]]:
+        conn = connect(self.path)
+
+        def checkpoint() -> None:
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+        try:
+            yield checkpoint
+        finally:
+            conn.close()
 
 
 class Database:
@@ -385,7 +434,7 @@ class Database:
             else:
                 _with_lock_retry(lambda: conn.execute("COMMIT"))
                 if self._checkpointer is not None:
-                    self._checkpointer.committed()
+                    self._checkpointer.ask()
             finally:
                 self._local.depth = 0
                 self._local.tx = None

@@ -1,7 +1,8 @@
 """The SQLite dialect: one file, WAL, and an in-process matrix of the vectors
 (refreshed from the ``vectors`` table) for the vector lane. The lexical lane is the
 shared one (:mod:`memstrata.store.sql.lexical`), with a tail of documents not merged
-yet, which a search scores from an in-process copy (``lexical_tail``).
+yet, which a search scores from an in-process copy (``lexical_tail``) and a thread
+beside the writers merges once it is due (:class:`Merger`).
 
 A write transaction holds the file's write lock from its first statement
 (``BEGIN IMMEDIATE``), so rows need no locks of their own and a key needs no claim.
@@ -10,8 +11,10 @@ A write transaction holds the file's write lock from its first statement
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
-from functools import cache
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from functools import cache, partial
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -30,7 +33,7 @@ from memstrata.store.sql.past import KEEP_ROW, keep_scope, known_rows
 from memstrata.store.sql.rows import COLUMNS, ROW_FIELDS, best, hits
 from memstrata.store.sql.scope import known_scope, scope_rowids
 from memstrata.store.sql.scoring import rescored, top_k
-from memstrata.store.sqlite.connection import Database, Transaction, translated
+from memstrata.store.sqlite.connection import Background, Database, Transaction, translated
 from memstrata.store.sqlite.migrations import apply_migrations
 from memstrata.store.sqlite.past_vectors import PastVectors
 from memstrata.store.sqlite.scope_cache import ScopeCache
@@ -74,6 +77,29 @@ _DELETE_SCOPE = tuple(
 _ROW = itemgetter(*ROW_FIELDS)
 
 
+class Merger(Background):
+    """Merges the tail (:func:`lexical.merge_if_due`) from a thread of its own once a
+    write has found it due, so no write waits for a merge while the store has a moment
+    between writes; one that finds the tail twice due (no such moment came) merges it
+    itself. A merge takes the process's write lock like any write."""
+
+    name = "memstrata-merge"
+
+    def __init__(self, dialect: SqliteDialect) -> None:
+        super().__init__()
+        # weak: a store dropped unclosed is not kept alive by its thread
+        self._dialect = weakref.ref(dialect)
+
+    @contextmanager
+    def session(self) -> Iterator[Callable[[], None]]:
+        def merge() -> None:
+            d = self._dialect()
+            if d is not None:
+                d.db.write(partial(lexical.merge_if_due, d))
+
+        yield merge
+
+
 @cache
 def _insert(table: str, columns: tuple[str, ...], suffix: str) -> tuple[str, tuple[str, int, str]]:
     """The statement inserting one row, and its parts for many rows a statement
@@ -99,7 +125,9 @@ class SqliteDialect(Dialect):
         self._vectors = VectorCache(path)
         self._scopes = ScopeCache()
         self._past = PastVectors()
-        self.lexical_tail = lexical.Tail(self.db.writing, self.db.on_commit)
+        self.merger = Merger(self)
+        weakref.finalize(self, self.merger.stop, wait=False)
+        self.lexical_tail = lexical.Tail(self.db.writing, self.db.on_commit, self.merger.ask)
         with translated(path):
             apply_migrations(self.db.conn(), now_us())
 
@@ -400,6 +428,10 @@ class SqliteDialect(Dialect):
             raise InvalidInput(f"{path} already exists; back up to a new file")
         with translated(self.path):
             self.db.conn().execute("VACUUM INTO ?", (path,))
+
+    def close(self) -> None:
+        self.merger.stop()  # a merge under way is finished first
+        self.db.close()
 
     def integrity(self) -> list[Finding]:
         conn = self.db.conn()

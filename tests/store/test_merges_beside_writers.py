@@ -1,0 +1,140 @@
+"""SQLite merges its lexical tail from a thread beside the writers
+(``dialect.Merger``): a write that finds the tail due returns without merging it, a
+write that finds it twice due (no merge came in between) merges it itself, and where
+the documents are never changes what a search finds. A real file, a real store."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from tests.support.raw import merges_settled, scalar
+
+import memstrata
+from memstrata.store.sql import lexical
+
+WORDS = ["river", "stone", "mill", "quiet", "water", "old", "house", "tree", "road"]
+QUERIES = ["river", "stone mill", "quiet water", "old house tree"]
+
+
+def _batch(start: int, count: int) -> list[dict[str, object]]:
+    return [
+        {"id": f"r{i}", "content": " ".join(WORDS[i % 7 : i % 7 + 2 + i % 3])}
+        for i in range(start, start + count)
+    ]
+
+
+def _ranked(m: memstrata.Memory) -> list[list[tuple[str, float]]]:
+    return [[(h.record.id, h.score) for h in m.search("ns", q, ranking="lexical", top_k=50).hits]
+            for q in QUERIES]  # fmt: skip
+
+
+def _mergers() -> int:
+    return sum(t.name == "memstrata-merge" and t.is_alive() for t in threading.enumerate())
+
+
+@pytest.fixture
+def bound(monkeypatch: pytest.MonkeyPatch) -> int:
+    monkeypatch.setattr(lexical, "TAIL_ROWS", 10)
+    monkeypatch.setattr(lexical, "TAIL_MAX", 10)
+    return 10
+
+
+def test_a_write_leaves_a_due_tail_to_the_thread_beside_it(tmp_path: Path, bound: int) -> None:
+    path = str(tmp_path / "m.db")
+    tail = f"SELECT count(*) FROM {lexical.TAIL}"
+    with memstrata.open(path, embedder="none", background_jobs=False) as m:
+        merger = m.service.store.dialect.merger
+        with merger.lock:  # the thread cannot merge yet
+            m.upsert("ns", _batch(0, bound))
+            # due, and left to the thread: the write returned with the tail whole
+            assert scalar(path, tail) == bound
+            assert scalar(path, f"SELECT count(*) FROM {lexical.MAIN}") == 0
+            before = _ranked(m)
+        merges_settled(m)
+        assert scalar(path, tail) == 0
+        assert scalar(path, f"SELECT count(*) FROM {lexical.MAIN}") > 0
+        assert _ranked(m) == before and any(before)
+        report = m.service.store.integrity()
+        assert all(f.ok for f in report), [f.problems for f in report]
+
+
+def test_a_write_merges_a_tail_twice_due_itself(tmp_path: Path, bound: int) -> None:
+    """With no merge beside it (the thread held off here, as when the writers leave
+    it no turn), the tail grows to twice its bound and no further: the write that
+    brings it there merges it."""
+    path = str(tmp_path / "m.db")
+    seen = []
+    with memstrata.open(path, embedder="none", background_jobs=False) as m:
+        with m.service.store.dialect.merger.lock:
+            for start in range(0, 35, 5):
+                m.upsert("ns", _batch(start, 5))
+                seen.append(scalar(path, f"SELECT count(*) FROM {lexical.TAIL}"))
+            held = _ranked(m)
+        merges_settled(m)
+        # the thread then finds the tail (15) due again, and merges it
+        assert scalar(path, f"SELECT count(*) FROM {lexical.TAIL}") == 0
+        assert _ranked(m) == held
+    assert seen == [5, 10, 15, 0, 5, 10, 15]
+    with memstrata.open(str(tmp_path / "fresh.db"), embedder="none",
+                        background_jobs=False) as fresh:  # fmt: skip
+        fresh.upsert("ns", _batch(0, 35))
+        assert _ranked(fresh) == held  # as one postings table would rank
+
+
+def test_writers_in_threads_and_the_merges_beside_them_rank_as_one_table(
+    tmp_path: Path, bound: int
+) -> None:
+    """Four threads writing (new records and rewrites of the same ids) while merges
+    come and go beside them: the same rankings as a store written in one go."""
+    path = str(tmp_path / "m.db")
+    with memstrata.open(path, embedder="none", background_jobs=False) as m:
+
+        def write(part: int) -> None:
+            for start in range(part * 40, part * 40 + 40, 4):
+                m.upsert("ns", _batch(start, 4))
+                m.upsert("ns", [{"id": f"r{start}", "content": "quiet water mill"}])
+
+        threads = [threading.Thread(target=write, args=(part,)) for part in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        merges_settled(m)
+        found = _ranked(m)
+        report = m.service.store.integrity()
+        assert all(f.ok for f in report), [f.problems for f in report]
+    with memstrata.open(str(tmp_path / "one.db"), embedder="none",
+                        background_jobs=False) as one:  # fmt: skip
+        one.upsert("ns", _batch(0, 160))
+        one.upsert("ns", [{"id": f"r{s}", "content": "quiet water mill"} for s in range(0, 160, 4)])
+        assert _ranked(one) == found and any(found)
+
+
+def test_the_merge_thread_ends_with_the_store(tmp_path: Path, bound: int) -> None:
+    before = _mergers()
+    m = memstrata.open(tmp_path / "m.db", embedder="none", background_jobs=False)
+    m.upsert("ns", _batch(0, 3))
+    assert _mergers() == before  # none until a merge is first due
+    m.upsert("ns", _batch(3, bound))
+    merges_settled(m)
+    assert _mergers() == before + 1
+    m.close()
+    assert _mergers() == before
+
+
+def test_a_store_dropped_unclosed_ends_its_merge_thread(tmp_path: Path, bound: int) -> None:
+    before = _mergers()
+    m = memstrata.open(tmp_path / "m.db", embedder="none", background_jobs=False)
+    m.upsert("ns", _batch(0, bound))
+    merges_settled(m)
+    assert _mergers() == before + 1
+    del m
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while _mergers() > before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _mergers() == before
