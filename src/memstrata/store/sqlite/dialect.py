@@ -13,7 +13,7 @@ from __future__ import annotations
 import sqlite3
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from functools import cache, partial
 from operator import itemgetter
 from pathlib import Path
@@ -419,7 +419,11 @@ class SqliteDialect(Dialect):
     # -- maintenance ----------------------------------------------------------------
 
     def scrub(self) -> None:
-        self.db.checkpoint()  # the WAL still holds the deleted pages' old images
+        # the WAL still holds the deleted pages' old images; emptied after a merge
+        # beside the writers that may be under way (whose pages would keep it), never
+        # waiting for one inside a write (which the merge would wait for in turn)
+        with nullcontext() if self.db.writing() else self.merger.lock:
+            self.db.checkpoint()
 
     def backup(self, path: str) -> None:
         """``VACUUM INTO``: reads one snapshot (writers carry on meanwhile) and writes a
