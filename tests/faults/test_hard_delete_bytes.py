@@ -96,3 +96,28 @@ def test_hard_delete_scrubs_every_byte(tmp_path: Path, how: str) -> None:
         traces = _traces(path, secrets)
         assert traces == {}, traces
     _assert_scrubbed(path, secrets)  # and after a checkpoint and close
+
+
+def test_hard_delete_scrubs_every_byte_beside_a_merge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writes before the delete bring SQLite's lexical tail to its bound, so a
+    merge beside the writers is under way or about to start as the delete empties
+    the WAL: whichever comes first, no byte of the record is left."""
+    from memstrata.store.sql import lexical
+
+    monkeypatch.setattr(lexical, "TAIL_ROWS", 50)
+    monkeypatch.setattr(lexical, "TAIL_MAX", 50)
+    path = tmp_path / "m.db"
+    secrets = _secrets()
+    with memstrata.open(path, embedder="hash", background_jobs=False) as m:
+        for start in range(0, 200, 49):
+            m.upsert("ns", [{"content": f"neighbour words number {i}"}
+                            for i in range(start, start + 49)])  # fmt: skip
+        _write(m, secrets, "secret")
+        m.upsert("ns", [{"content": f"neighbour words {i}"} for i in range(300, 350)])
+        m.delete("ns", "secret", hard=True)
+        traces = _traces(path, secrets)
+        assert traces == {}, traces
+        assert len(m.search("ns", "neighbour", ranking="lexical", top_k=300).hits) == 295
+    _assert_scrubbed(path, secrets)
