@@ -5,15 +5,19 @@ Ingests the speed data (bench.synth, batches of 1000) into a fresh SQLite store 
 ``bench.ingest`` does, with every statement a write transaction sends timed: the rows
 held back and sent together (``connection.Deferred.send``, by statement), the other
 statements (``Transaction.execute`` / ``executemany``), and each transaction's begin
-and commit (``connection._with_lock_retry``, which runs both). What is left
-of the upserts' time is Python. Timing each call costs a little, so the total is a
-few percent above an untimed run's.
+and commit (``connection._with_lock_retry``, which runs both). Statements of the
+threads beside the writer (the lexical merger, the checkpointer) are named by their
+thread and counted apart (``beside_the_writers_s``). What is left of the upserts'
+time is the writer's Python and its waits for a merge beside it (which holds the
+write lock). Timing each call costs a little, so the total is a few percent above an
+untimed run's.
 """
 
 from __future__ import annotations
 
 import re
 import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -27,8 +31,12 @@ from memstrata.store.sqlite import connection
 BATCH = 1000
 
 
-def _key(sql: str) -> str:
-    return re.sub(r"\s+", " ", sql)[:72]
+def _key(kind: str, sql: str = "") -> str:
+    """``kind`` and the statement's first words, a thread's other than the writer's
+    (the merger's, the checkpointer's) named first."""
+    thread = threading.current_thread()
+    where = "" if thread is threading.main_thread() else f"[{thread.name}] "
+    return where + kind + re.sub(r"\s+", " ", sql)[:72]
 
 
 def timed(size: int, seed: int) -> dict[str, Any]:
@@ -44,21 +52,23 @@ def timed(size: int, seed: int) -> dict[str, Any]:
     def timed_retried(fn: object) -> None:
         start = time.perf_counter()
         retried(fn)
-        seconds["begin and commit"] += time.perf_counter() - start
-        calls["begin and commit"] += 1
+        key = _key("begin and commit")
+        seconds[key] += time.perf_counter() - start
+        calls[key] += 1
 
     def timed_send(self: connection.Deferred, conn: Any) -> None:
         start = time.perf_counter()
         send(self, conn)
-        seconds["held " + _key(self.sql)] += time.perf_counter() - start
-        calls["held " + _key(self.sql)] += len(self.rows)
+        key = _key("held ", self.sql)
+        seconds[key] += time.perf_counter() - start
+        calls[key] += len(self.rows)
 
     def timed_execute(self: connection.Transaction, sql: str, params: Any = ()) -> Any:
         if self.pending:
             self.flush()
         start = time.perf_counter()
         cursor = execute(self, sql, params)
-        key = "execute " + _key(sql)
+        key = _key("execute ", sql)
         seconds[key] += time.perf_counter() - start
         calls[key] += 1
         return cursor
@@ -68,8 +78,9 @@ def timed(size: int, seed: int) -> dict[str, Any]:
             self.flush()
         start = time.perf_counter()
         cursor = executemany(self, sql, rows)
-        seconds["executemany " + _key(sql)] += time.perf_counter() - start
-        calls["executemany " + _key(sql)] += 1
+        key = _key("executemany ", sql)
+        seconds[key] += time.perf_counter() - start
+        calls[key] += 1
         return cursor
 
     data = generate(size, 10, seed)
@@ -92,7 +103,8 @@ def timed(size: int, seed: int) -> dict[str, Any]:
         connection.Transaction.execute = execute  # type: ignore[method-assign]
         connection.Transaction.executemany = executemany  # type: ignore[method-assign]
         connection._with_lock_retry = retried
-    statements = sum(seconds.values())
+    beside = sum(v for key, v in seconds.items() if key.startswith("["))
+    statements = sum(seconds.values()) - beside
     return {
         "size": size,
         "seed": seed,
@@ -101,7 +113,10 @@ def timed(size: int, seed: int) -> dict[str, Any]:
         "upsert_s": round(total, 2),
         "records_per_s": round(size / total, 1),
         "statements_s": round(statements, 2),
+        # the writer's time neither in its statements nor its begin and commit: its
+        # Python, and its waits for a merge beside the writers (which holds the lock)
         "python_s": round(total - statements, 2),
+        "beside_the_writers_s": round(beside, 2),
         "by_statement": [
             {"statement": key, "seconds": round(value, 3), "rows_or_calls": calls[key]}
             for key, value in seconds.most_common()
