@@ -20,6 +20,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,44 +50,38 @@ def timed(size: int, seed: int) -> dict[str, Any]:
     )
     retried = connection._with_lock_retry
 
+    def note(key: str, start: float, count: int = 1) -> None:
+        seconds[key] += time.perf_counter() - start
+        calls[key] += count
+
     def timed_retried(fn: object) -> None:
         start = time.perf_counter()
         retried(fn)
-        key = _key("begin and commit")
-        seconds[key] += time.perf_counter() - start
-        calls[key] += 1
+        note(_key("begin and commit"), start)
 
     def timed_send(self: connection.Deferred, conn: Any) -> None:
         start = time.perf_counter()
         send(self, conn)
-        key = _key("held ", self.sql)
-        seconds[key] += time.perf_counter() - start
-        calls[key] += len(self.rows)
+        note(_key("held ", self.sql), start, len(self.rows))
 
-    def timed_execute(self: connection.Transaction, sql: str, params: Any = ()) -> Any:
-        if self.pending:
-            self.flush()
-        start = time.perf_counter()
-        cursor = execute(self, sql, params)
-        key = _key("execute ", sql)
-        seconds[key] += time.perf_counter() - start
-        calls[key] += 1
-        return cursor
+    def timing(run: Callable[..., Any], kind: str) -> Callable[..., Any]:
+        """``Transaction.execute`` or ``executemany`` (``run``), timed after it has
+        sent the held rows (which :func:`timed_send` times)."""
 
-    def timed_executemany(self: connection.Transaction, sql: str, rows: Any) -> Any:
-        if self.pending:
-            self.flush()
-        start = time.perf_counter()
-        cursor = executemany(self, sql, rows)
-        key = _key("executemany ", sql)
-        seconds[key] += time.perf_counter() - start
-        calls[key] += 1
-        return cursor
+        def timed_run(self: connection.Transaction, sql: str, arg: Any = ()) -> Any:
+            if self.pending:
+                self.flush()
+            start = time.perf_counter()
+            cursor = run(self, sql, arg)
+            note(_key(kind, sql), start)
+            return cursor
+
+        return timed_run
 
     data = generate(size, 10, seed)
     connection.Deferred.send = timed_send  # type: ignore[method-assign]
-    connection.Transaction.execute = timed_execute  # type: ignore[method-assign]
-    connection.Transaction.executemany = timed_executemany  # type: ignore[method-assign]
+    connection.Transaction.execute = timing(execute, "execute ")  # type: ignore[method-assign]
+    connection.Transaction.executemany = timing(executemany, "executemany ")  # type: ignore[method-assign]
     connection._with_lock_retry = timed_retried
     try:
         with tempfile.TemporaryDirectory(prefix="msbench-statements-") as workdir:

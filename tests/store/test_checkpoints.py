@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import gc
 import os
-import threading
 import time
 from pathlib import Path
+
+from tests.support.threads import alive, wait_until_at_most
 
 import memstrata
 from memstrata.store.sqlite import connection
 
 
 def _checkpointers() -> int:
-    return sum(t.name == "memstrata-checkpoint" and t.is_alive() for t in threading.enumerate())
+    return alive(connection.Checkpointer.name)
 
 
 def _batch(start: int, count: int) -> list[dict[str, object]]:
@@ -67,10 +68,7 @@ def test_a_store_dropped_unclosed_ends_its_thread(tmp_path: Path) -> None:
     assert _checkpointers() == before + 1
     del m
     gc.collect()
-    deadline = time.monotonic() + 10
-    while _checkpointers() > before and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert _checkpointers() == before
+    assert wait_until_at_most(connection.Checkpointer.name, before) == before
 
 
 def test_a_hard_delete_waits_for_a_checkpoint_beside_it(tmp_path: Path) -> None:

@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import gc
 import threading
-import time
 from pathlib import Path
 
 import pytest
 from tests.support.raw import merges_settled, scalar
+from tests.support.threads import alive, wait_until_at_most
 
 import memstrata
 from memstrata.store.sql import lexical
+from memstrata.store.sqlite.dialect import Merger
 
 WORDS = ["river", "stone", "mill", "quiet", "water", "old", "house", "tree", "road"]
 QUERIES = ["river", "stone mill", "quiet water", "old house tree"]
@@ -33,7 +34,7 @@ def _ranked(m: memstrata.Memory) -> list[list[tuple[str, float]]]:
 
 
 def _mergers() -> int:
-    return sum(t.name == "memstrata-merge" and t.is_alive() for t in threading.enumerate())
+    return alive(Merger.name)
 
 
 @pytest.fixture
@@ -134,7 +135,4 @@ def test_a_store_dropped_unclosed_ends_its_merge_thread(tmp_path: Path, bound: i
     assert _mergers() == before + 1
     del m
     gc.collect()
-    deadline = time.monotonic() + 10
-    while _mergers() > before and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert _mergers() == before
+    assert wait_until_at_most(Merger.name, before) == before

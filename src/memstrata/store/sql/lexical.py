@@ -786,8 +786,9 @@ class LexicalWrites:
             self._append(written)
 
     def _append(self, written: dict[int, Document]) -> None:
-        """Appends the changed records to the tail, merges it when due, and has the
-        process's copy of the tail take the documents once the write commits."""
+        """Appends the changed records to the tail, has it merged when due (beside the
+        writers where the store merges so, else here), and has the process's copy of
+        the tail take the documents once the write commits."""
         tail = self.d.lexical_tail
         assert tail is not None
         records = sorted(self._tailed)
@@ -796,18 +797,18 @@ class LexicalWrites:
         (first, last) = self.tx.execute(_ENDS).fetchone()
         held = int(last) - int(first) + 1
         due = merge_due(held, self.tx)
-        beside = due and tail.merge is not None and tail.on_commit is not None
+        ask = tail.merge if tail.on_commit is not None else None  # a merge beside them
         # a merge beside the writers that has not come (the writers leave it no turn,
         # or another process holds the file) is made here once the tail is twice due
-        merged = due and (not beside or merge_due(held, self.tx, over=2))
+        merged = due and (ask is None or merge_due(held, self.tx, over=2))
         ns = self.namespace
         if merged:
             merge_tail(self.d, self.tx, {r: (r, ns, *doc) for r, doc in written.items()})
         if tail.on_commit is not None:
             rows = [(r, written.get(r)) for r in records]
             tail.on_commit(lambda: tail.written(ns, rows, int(last), int(first), merged))
-            if beside and not merged and tail.merge is not None:
-                tail.on_commit(tail.merge)
+            if due and not merged and ask is not None:
+                tail.on_commit(ask)
 
 
 def merge_due(rows: int, tx: Tx, *, over: int = 1) -> bool:

@@ -13,8 +13,9 @@ import sqlite3
 import threading
 import time
 import weakref
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from itertools import chain
 from pathlib import Path
 from typing import Any, TypeVar
@@ -257,7 +258,7 @@ class Transaction:
         return getattr(self.raw, name)
 
 
-class Background:
+class Background(ABC):
     """A task run from a thread of its own whenever asked (:meth:`ask`), at most once
     every ``every_s`` seconds, so the writer that asks never waits for it. The thread
     starts at the process's first ask (a forked child's first starts its own) and ends
@@ -277,10 +278,9 @@ class Background:
         self._thread: threading.Thread | None = None
         self._pid = 0
 
-    @contextmanager
-    def session(self) -> Iterator[Callable[[], None]]:
-        raise NotImplementedError
-        yield  # pragma: no cover
+    @abstractmethod
+    def session(self) -> AbstractContextManager[Callable[[], None]]:
+        """What the thread opens once (closed when it ends), giving the task."""
 
     def ask(self) -> None:
         """The task is due: it runs as soon as it may."""
