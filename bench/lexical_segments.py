@@ -48,7 +48,8 @@ SEGMENTS = (
     " term TEXT NOT NULL, postings BLOB NOT NULL, PRIMARY KEY (namespace, merge, term))"
     " WITHOUT ROWID"
 )
-Documents = dict[int, lexical.Held]
+#: The tail's documents by record: (record, namespace, counts, length).
+Documents = dict[int, tuple[int, str, Counter[str], int]]
 
 
 def segments_of(documents: Documents, merge: int) -> list[tuple[str, int, str, bytes]]:
@@ -223,7 +224,7 @@ def run(size: int, seed: int) -> dict[str, Any]:
             order = ["merge_tail", "segments"] if n % 2 else ["segments", "merge_tail"]
             for name in order:
                 work: Callable[[], None] = (
-                    partial(lexical.merge_tail, NO_TAIL, conn, dict(documents))
+                    partial(lexical.merge_tail, NO_TAIL, conn)
                     if name == "merge_tail"
                     else partial(merge_segments, conn, documents)
                 )
@@ -237,8 +238,7 @@ def run(size: int, seed: int) -> dict[str, Any]:
         conn.close()
         copy = workdir / "copy.db"
         committed = {
-            "merge_tail": wal_pages(path, copy, lambda c: lexical.merge_tail(
-                NO_TAIL, c, dict(documents))),
+            "merge_tail": wal_pages(path, copy, partial(lexical.merge_tail, NO_TAIL)),
             "segments": wal_pages(path, copy, lambda c: merge_segments(c, documents)),
         }  # fmt: skip
     finally:

@@ -5,6 +5,7 @@ warm, in every language, for any text (long words, accents, stop words, digits).
 from __future__ import annotations
 
 import re
+import sqlite3
 import unicodedata
 from collections import Counter
 
@@ -23,6 +24,7 @@ from memstrata.domain.words import (
     term_counts_of,
     terms,
 )
+from memstrata.store.sql import lexical
 
 _WORD = re.compile(r"[^\W_]+")
 
@@ -75,3 +77,22 @@ def test_the_remembered_stems_are_bounded(monkeypatch: pytest.MonkeyPatch) -> No
         text = f"running word{n} stones the {n}"
         assert terms(text, "english") == _oracle(text, "english")
         assert len(words._stems("english")) <= 3 + 5  # a text's 5 words beside the last 3
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PIECES, max_size=12).map(" ".join), st.sampled_from(LANGUAGES))
+def test_a_document_splits_into_its_terms_in_sql(text: str, language: str) -> None:
+    """A merge splits a stored document into its terms in SQL (``lexical.split_terms``,
+    which quotes each as JSON without escaping it): every term of any text comes back
+    as itself, as often as the text holds it."""
+    counts, _ = term_counts(text, language)
+    if not counts:
+        return  # a document without terms is not stored
+    conn = sqlite3.connect(":memory:")
+    try:
+        found = conn.execute(
+            f"SELECT value FROM {lexical.split_terms('?')}", (lexical.packed(counts),)
+        ).fetchall()
+    finally:
+        conn.close()
+    assert Counter(value for (value,) in found) == counts

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import threading
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,98 @@ def test_a_store_dropped_unclosed_ends_its_merge_thread(tmp_path: Path, bound: i
     del m
     gc.collect()
     assert wait_until_at_most(Merger.name, before) == before
+
+
+class _Paused:
+    """``lexical.merge_beside`` on a thread of the test's, stopped once it has made its
+    postings (in its read transaction) and before it moves them (in a write): what the
+    writers do in between is what a merge beside them must leave in the tail."""
+
+    def __init__(self, m: memstrata.Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.made, self.go = threading.Event(), threading.Event()
+        prepare = lexical._prepare
+
+        def paused(tx: object, last: int) -> None:
+            prepare(tx, last)  # type: ignore[arg-type]
+            if threading.current_thread() is self.thread:
+                self.made.set()
+                assert self.go.wait(30)
+
+        monkeypatch.setattr(lexical, "_prepare", paused)
+        dialect = m.service.store.dialect
+        # the store's own thread is never asked: this test's thread is the merge beside
+        # the writers
+        monkeypatch.setattr(dialect.lexical_tail, "merge", lambda: None)
+        self.thread = threading.Thread(target=lexical.merge_beside, args=(dialect,))
+
+    def __enter__(self) -> _Paused:
+        self.thread.start()
+        assert self.made.wait(30)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.go.set()
+        self.thread.join(30)
+        assert not self.thread.is_alive()
+
+
+def _rowid(path: str, record_id: str) -> int:
+    return int(scalar(path, "SELECT rowid FROM records WHERE id = ?", (record_id,)))
+
+
+def test_writes_while_a_merge_makes_its_postings_stay_in_the_tail(
+    tmp_path: Path, bound: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """New records, a tail record rewritten and one hard-deleted after the merge has
+    made its postings (before it moves them): the move leaves the three in the tail,
+    moves the rest, and the store ranks as one written in one go."""
+    path = str(tmp_path / "m.db")
+    with memstrata.open(path, embedder="none", background_jobs=False) as m:
+        paused = _Paused(m, monkeypatch)  # before the write that finds the tail due
+        m.upsert("ns", _batch(0, bound))
+        gone, rewritten = _rowid(path, "r5"), _rowid(path, "r2")
+        with paused:
+            m.upsert("ns", _batch(bound, 4))
+            m.upsert("ns", [{"id": "r2", "content": "old road house"}])
+            m.delete("ns", "r5", hard=True)
+        # the rows written since: four new records, the rewrite and the removal
+        assert scalar(path, f"SELECT count(*) FROM {lexical.TAIL}") == 6
+        for rowid in (gone, rewritten):
+            assert scalar(path, f"SELECT count(*) FROM {lexical.MAIN} WHERE record = ?",
+                          (rowid,)) == 0  # fmt: skip
+        assert scalar(path, f"SELECT count(DISTINCT record) FROM {lexical.MAIN}") == bound - 2
+        found = _ranked(m)
+        report = m.service.store.integrity()
+        assert all(f.ok for f in report), [f.problems for f in report]
+        m.service.store.db.write(partial(lexical.merge_tail, m.service.store.dialect))
+        assert scalar(path, f"SELECT count(*) FROM {lexical.TAIL}") == 0
+        assert _ranked(m) == found
+    with memstrata.open(str(tmp_path / "one.db"), embedder="none",
+                        background_jobs=False) as one:  # fmt: skip
+        final = [r for r in _batch(0, bound + 4) if r["id"] != "r5"]
+        one.upsert("ns", [{**r, "content": "old road house"} if r["id"] == "r2" else r
+                          for r in final])  # fmt: skip
+        assert _ranked(one) == found and any(found)
+
+
+def test_a_merge_gives_up_when_another_came_between(
+    tmp_path: Path, bound: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that finds the tail twice due merges it while the merge beside it holds
+    postings it made before: that merge then moves nothing (they would count twice)."""
+    path = str(tmp_path / "m.db")
+    with memstrata.open(path, embedder="none", background_jobs=False) as m:
+        paused = _Paused(m, monkeypatch)
+        m.upsert("ns", _batch(0, bound))
+        with paused:
+            m.upsert("ns", _batch(bound, bound))  # twice due: merged by the write
+            assert scalar(path, f"SELECT count(*) FROM {lexical.TAIL}") == 0
+            merged = scalar(path, f"SELECT count(*) FROM {lexical.MAIN}")
+        assert scalar(path, f"SELECT count(*) FROM {lexical.MAIN}") == merged
+        report = m.service.store.integrity()
+        assert all(f.ok for f in report), [f.problems for f in report]
+        found = _ranked(m)
+    with memstrata.open(str(tmp_path / "one.db"), embedder="none",
+                        background_jobs=False) as one:  # fmt: skip
+        one.upsert("ns", _batch(0, 2 * bound))
+        assert _ranked(one) == found and any(found)

@@ -25,12 +25,12 @@ transaction from the tail rows appended since), with the same N, mean length and
 the copy's counts) and the same whole-number parts: the ranking and scores are those
 of one postings table. ``lexical_postings`` is ordered by term, so a batch's postings
 would land on a page per distinct term; a merge (:func:`merge_tail`: the documents'
-postings in the key's order, their counts taken from the write and the copy rather
-than parsed again) writes each page once for many batches. Once a write brings the
-tail to its bound (:func:`merge_due`), the store merges it beside the writers where it
-can (``Tail.merge``: SQLite's thread, :func:`merge_if_due`), so no write waits for a
-merge while the writers leave it a moment; a write that finds the tail twice due (none
-came) merges it itself, so the tail stays bounded. A record's
+postings made and counted in SQL, then inserted in the key's order) writes each page
+once for many batches. Once a write brings the tail to its bound (:func:`merge_due`),
+the store merges it beside the writers where it can (``Tail.merge``: SQLite's thread,
+:func:`merge_beside`, which makes the postings before it takes the write lock), so no
+write waits for a merge while the writers leave it a moment; a write that finds the
+tail twice due (none came) merges it itself, so the tail stays bounded. A record's
 postings are always all in ``lexical_postings`` or its document all in the tail
 (written, replaced and merged whole). Such a dialect, and one that says so
 (``Dialect.lexical_documents``: PostgreSQL), finds a record's postings by its terms in
@@ -54,7 +54,6 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
 from operator import itemgetter
 from typing import Any
 
@@ -82,7 +81,9 @@ MAX_QUERY_TERMS = 1000
 MAIN = "lexical_postings"
 #: The documents not merged yet, as rows ``(seq, record)`` (AUTOINCREMENT: a seq is
 #: never used twice, so a copy reads what was appended since it last read); also a
-#: removed or replaced record's row. Emptied whole by :func:`merge_tail`, and only so.
+#: removed or replaced record's row. Only a merge removes rows: the first ones, up to
+#: the last it merged (all of them, or those up to where a merge beside the writers
+#: began).
 TAIL = "lexical_tail"
 #: The tail's first and last seq (each its own min or max: SQLite reads one end of the
 #: key for each, where ``min(seq), max(seq)`` in one SELECT would read every row).
@@ -200,8 +201,6 @@ def weights(
 #: The tail's postings' parts of one query's scores (1/SCALE units): record rowids and
 #: their parts, one per posting (a record's summed by whoever ranks them).
 Scores = tuple[np.ndarray, np.ndarray]
-#: A document of the tail as a merge takes it: (record, namespace, counts, length).
-Held = tuple[int, str, Counter[str], int]
 #: The tail's postings of a query's terms: term -> (records, tfs, lengths), arrays
 #: (int64, float64, float64).
 TailPostings = dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
@@ -213,15 +212,12 @@ class Tail:
     it last read (each row read with its record's document as it is now: none once the
     record is gone, so a removal is read as one), and given the documents this
     process's writes appended once they commit (:meth:`written`: the writer's own
-    counts, never parsed again). A merge empties the tail whole and a seq is never used
-    twice, so when the first row the copy read is gone, the copy starts again from what
-    is left. A read whose snapshot is older than the copy (a thread that began before
-    another's refresh), or one inside a write transaction (``writing()``: whose rows may
-    yet be rolled back, and their seqs used again), reads the whole tail for itself.
-
-    Each document is held with the seq of the last tail row read for its record: a
-    document changes only with a new row, so a merge takes the copy's counts of every
-    record whose last row it holds (:meth:`parsed`) and reads only the others."""
+    counts, never parsed again). A merge removes the tail's first rows and a seq is
+    never used twice, so when the first row the copy read is gone, the copy starts
+    again from what is left. A read whose snapshot is older than the copy (a thread
+    that began before another's refresh), or one inside a write transaction
+    (``writing()``: whose rows may yet be rolled back, and their seqs used again),
+    reads the whole tail for itself."""
 
     def __init__(
         self,
@@ -231,14 +227,14 @@ class Tail:
     ) -> None:
         self._writing = writing
         self.on_commit = on_commit
-        #: Asks for a merge beside the writers (:func:`merge_if_due`), if the store
+        #: Asks for a merge beside the writers (:func:`merge_beside`), if the store
         #: makes them; else a write merges the tail itself once it is due.
         self.merge = merge
         self._lock = threading.Lock()
         self._first: int | None = None
         self._seen = 0
-        #: record -> (namespace, counts, length, seq of its last row)
-        self._documents: dict[int, tuple[str, Counter[str], int, int]] = {}
+        #: record -> (namespace, counts, length)
+        self._documents: dict[int, tuple[str, Counter[str], int]] = {}
         #: namespace -> term -> {record: tf}
         self._index: dict[str, dict[str, dict[int, int]]] = {}
         #: ``_index`` entries as arrays (:data:`TailPostings`), made when first searched
@@ -255,18 +251,6 @@ class Tail:
             if first is not None and first == self._first and last < self._seen:
                 return Tail()._read(tx, first, last, namespace, terms)  # the copy is ahead
             return self._read(tx, first, last, namespace, terms)
-
-    def parsed(self, latest: Iterable[tuple[int, int]]) -> dict[int, Held]:
-        """The document of each ``(record, seq)`` the copy holds as of that seq (its
-        record's last row)."""
-        found: dict[int, Held] = {}
-        with self._lock:
-            documents = self._documents
-            for record, seq in latest:
-                held = documents.get(record)
-                if held is not None and held[3] == seq:
-                    found[record] = (record, held[0], held[1], held[2])
-        return found
 
     def written(
         self,
@@ -288,16 +272,18 @@ class Tail:
                 self._first, self._seen = first, first - 1
             if self._first != first_of_tail or self._seen != first - 1:
                 return  # a search reads them
-            for offset, (record, document) in enumerate(rows):
+            for record, document in rows:
                 self._drop(record)
                 if document is not None and document[0]:
                     counts, length = document
-                    self._documents[record] = (namespace, counts, length, first + offset)
+                    self._documents[record] = (namespace, counts, length)
                     self._unindexed[record] = None
             self._seen = last
 
     def merged(self) -> None:
-        """A merge of this process's has committed: the tail it holds is gone."""
+        """A merge of this process's has committed: the tail's first rows are gone (all
+        of them, or those up to where a merge beside the writers began), so the copy
+        starts again from what is left."""
         with self._lock:
             self._clear()
 
@@ -382,16 +368,16 @@ class Tail:
         if last <= self._seen:
             return
         rows = tx.execute(
-            f"SELECT t.seq, t.record, x.namespace, x.terms, x.length FROM {TAIL} t"
+            f"SELECT t.record, x.namespace, x.terms, x.length FROM {TAIL} t"
             f" LEFT JOIN {DOCUMENTS} x ON x.record = t.record WHERE t.seq > ? AND t.seq <= ?"
             " ORDER BY t.seq",
             (self._seen, last),
         )
-        for seq, record, namespace, text, length in rows:
+        for record, namespace, text, length in rows:
             self._drop(record)
             if namespace is not None:
                 counts = Counter(str(text).split())
-                self._documents[record] = (namespace, counts, int(length), int(seq))
+                self._documents[record] = (namespace, counts, int(length))
                 self._unindexed[record] = None
         self._seen = last
 
@@ -803,7 +789,7 @@ class LexicalWrites:
         merged = due and (ask is None or merge_due(held, self.tx, over=2))
         ns = self.namespace
         if merged:
-            merge_tail(self.d, self.tx, {r: (r, ns, *doc) for r, doc in written.items()})
+            merge_tail(self.d, self.tx)
         if tail.on_commit is not None:
             rows = [(r, written.get(r)) for r in records]
             tail.on_commit(lambda: tail.written(ns, rows, int(last), int(first), merged))
@@ -831,61 +817,106 @@ def merge_due(rows: int, tx: Tx, *, over: int = 1) -> bool:
     return rows * rows * 4 >= TAIL_ROWS * merged * over * over
 
 
-def merge_if_due(d: Dialect, tx: Tx) -> None:
+def merge_beside(d: Dialect) -> None:
     """A merge beside the writers (``Tail.merge`` asked for it after a write found the
-    tail due): the tail merged if it still is due (another process may have merged it
-    since), and the process's copy of it cleared once the merge commits."""
+    tail due), made in two steps so that the writers wait for the short one only: the
+    postings of the tail's documents are made in a read transaction, in a temporary
+    table of the thread's connection (:func:`_prepare`: one statement that SQLite runs
+    without Python's lock, and without the write lock, beside the writers), then moved
+    into :data:`MAIN` in a write transaction (:func:`_move`). Documents written
+    meanwhile stay in the tail; if another merge came between the two steps (another
+    process's, or a write's that found the tail twice due), this one is given up. The
+    process's copy of the tail is cleared once the move commits."""
+    db = d.db
+    with db.snapshot() as tx:
+        (first, last) = tx.execute(_ENDS).fetchone()
+        if first is None or not merge_due(int(last) - int(first) + 1, tx):
+            return
+        _prepare(tx, int(last))
+    try:
+        db.write(lambda tx: _move(d, tx, int(first), int(last)))
+    finally:
+        with db.read() as conn:
+            conn.execute(f"DROP TABLE IF EXISTS {_MERGING}")
+
+
+def merge_tail(d: Dialect, tx: Tx) -> None:
+    """Moves every document of the tail (of every namespace) into :data:`MAIN` within
+    ``tx`` (a write's: the tail it finds twice due, or a re-index's) and empties the
+    tail."""
     (first, last) = tx.execute(_ENDS).fetchone()
-    if first is None or not merge_due(int(last) - int(first) + 1, tx):
+    if first is None:
         return
-    merge_tail(d, tx)
+    _prepare(tx, int(last))
+    _move(d, tx, int(first), int(last))
+    tx.execute(f"DROP TABLE {_MERGING}")
+
+
+#: The postings a merge moves, made before it takes the write lock: a temporary table
+#: (the connection's own, in memory: ``connection.connect``), in the order of
+#: :data:`MAIN`'s key, so the move inserts each page's postings beside the last.
+_MERGING = "temp.lexical_merging"
+
+
+def _prepare(tx: Tx, last: int) -> None:
+    """Fills :data:`_MERGING` with the postings of the documents of the tail's records
+    whose rows it holds up to seq ``last``, each document as ``tx`` sees it (none once
+    its record is gone). The documents are split and counted in SQL: a document's terms
+    (:func:`packed`) are runs of letters and digits joined by single spaces, so quoting
+    each and joining them with commas makes a JSON array of them, which ``json_each``
+    lists (:func:`split_terms`); equal terms of a record are one posting, their count
+    its tf."""
+    tx.execute(f"DROP TABLE IF EXISTS {_MERGING}")
+    tx.execute(
+        f"CREATE TABLE {_MERGING} (namespace TEXT NOT NULL, term TEXT NOT NULL,"
+        " record INTEGER NOT NULL, tf INTEGER NOT NULL, length INTEGER NOT NULL,"
+        " PRIMARY KEY (namespace, term, record)) WITHOUT ROWID"
+    )
+    tx.execute(
+        f"INSERT INTO {_MERGING} (namespace, term, record, tf, length)"
+        " SELECT x.namespace, j.value, x.record, count(*), x.length"
+        f" FROM (SELECT DISTINCT record FROM {TAIL} WHERE seq <= ?) t"
+        f" JOIN {DOCUMENTS} x ON x.record = t.record, {split_terms('x.terms')} j"
+        " WHERE x.terms <> ''"
+        " GROUP BY x.namespace, j.value, x.record",
+        (last,),
+    )
+
+
+def split_terms(column: str) -> str:
+    """A table of each term of ``column`` (a :func:`packed` document, never empty), one
+    row per occurrence, its ``value`` the term: the terms quoted and joined with commas
+    make a JSON array (a term, a run of letters and digits, holds no quote, backslash
+    or control character that JSON would have escaped)."""
+    return f"""json_each('["' || replace({column}, ' ', '","') || '"]')"""
+
+
+def _move(d: Dialect, tx: Tx, first: int, last: int) -> None:
+    """Moves :data:`_MERGING` (made of the tail's rows ``first``..``last``) into
+    :data:`MAIN`, the documents' counts into ``lexical_terms``, and removes those tail
+    rows; nothing if the tail no longer starts at ``first`` (a merge came since). A
+    record with a later tail row (written or removed since) is left out: its document
+    is the tail's still."""
+    (now_first,) = tx.execute(f"SELECT min(seq) FROM {TAIL}").fetchone()
+    if now_first != first:
+        return
+    later = f"record NOT IN (SELECT record FROM {TAIL} WHERE seq > ?)"
+    tx.execute(
+        "INSERT INTO lexical_terms (namespace, term, df)"
+        f" SELECT namespace, term, count(*) FROM {_MERGING} WHERE {later}"
+        " GROUP BY namespace, term"
+        " ON CONFLICT (namespace, term) DO UPDATE SET df = lexical_terms.df + excluded.df",
+        (last,),
+    )
+    tx.execute(
+        f"INSERT INTO {MAIN} ({', '.join(POSTING_COLUMNS)})"
+        f" SELECT {', '.join(POSTING_COLUMNS)} FROM {_MERGING} WHERE {later}",
+        (last,),
+    )
+    tx.execute(f"DELETE FROM {TAIL} WHERE seq <= ?", (last,))
     tail = d.lexical_tail
     if tail is not None and tail.on_commit is not None:
         tail.on_commit(tail.merged)
-
-
-def merge_tail(d: Dialect, tx: Tx, own: dict[int, Held] | None = None) -> None:
-    """Moves every document of the tail (of every namespace) into :data:`MAIN`, in the
-    order of its key, and empties the tail. The documents' counts come from ``own``
-    (the write's), else from the process's copy
-    of the tail where it holds the record's last row, else from :data:`DOCUMENTS`."""
-    latest = [(int(r), int(seq)) for r, seq in
-              tx.execute(f"SELECT record, max(seq) FROM {TAIL} GROUP BY record")]  # fmt: skip
-    if not latest:
-        return
-    own = own or {}
-    copied = d.lexical_tail.parsed(latest) if d.lexical_tail is not None else {}
-    found = [own.get(r) or copied.get(r) for r, _ in latest]
-    unknown = [r for (r, _), held in zip(latest, found, strict=True) if held is None]
-    documents = [held for held in found if held is not None]
-    for chunk in chunks(unknown, 500):
-        test, params = d.in_list("record", chunk)
-        rows = tx.execute(
-            f"SELECT record, namespace, terms, length FROM {DOCUMENTS} WHERE {test}", params
-        )
-        documents += [(int(record), str(namespace), Counter(str(text).split()), int(length))
-                      for record, namespace, text, length in rows]  # fmt: skip
-    documents.sort(key=itemgetter(0))
-    by_term: dict[tuple[str, str], list[tuple[str, str, int, int, int]]] = {}
-    for record, namespace, counts, length in documents:  # by record: each term's in order
-        for term, tf in counts.items():
-            posting = (namespace, term, record, tf, length)
-            run = by_term.get((namespace, term))
-            if run is None:
-                by_term[(namespace, term)] = [posting]
-            else:
-                run.append(posting)
-    keys = sorted(by_term)
-    tx.executemany(
-        "INSERT INTO lexical_terms (namespace, term, df) VALUES (?, ?, ?)"
-        " ON CONFLICT (namespace, term) DO UPDATE SET df = lexical_terms.df + excluded.df",
-        [(namespace, term, len(by_term[(namespace, term)])) for namespace, term in keys],
-    )
-    tx.executemany(
-        f"INSERT INTO {MAIN} ({', '.join(POSTING_COLUMNS)}) VALUES (?, ?, ?, ?, ?)",
-        chain.from_iterable(by_term[key] for key in keys),
-    )
-    tx.execute(f"DELETE FROM {TAIL}")
 
 
 # -- indexing a whole namespace -----------------------------------------------------

@@ -49,6 +49,9 @@ def connect(path: str) -> sqlite3.Connection:
     # A hard delete must leave no bytes behind: freed cells and pages are zeroed. Set
     # here rather than trusted to the build's default (which differs between builds).
     conn.execute("PRAGMA secure_delete = ON")
+    # Temporary tables (a lexical merge's postings: words of records) and sorts stay in
+    # memory, never in a file of their own that a hard delete could not scrub.
+    conn.execute("PRAGMA temp_store = MEMORY")
     # Scope scans touch many pages: keep them in memory rather than in syscalls.
     conn.execute("PRAGMA cache_size = -65536")  # 64 MiB per connection
     conn.execute("PRAGMA mmap_size = 1073741824")

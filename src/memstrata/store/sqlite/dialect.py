@@ -14,7 +14,7 @@ import sqlite3
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from functools import cache, partial
+from functools import cache
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -78,10 +78,11 @@ _ROW = itemgetter(*ROW_FIELDS)
 
 
 class Merger(Background):
-    """Merges the tail (:func:`lexical.merge_if_due`) from a thread of its own once a
+    """Merges the tail (:func:`lexical.merge_beside`) from a thread of its own once a
     write has found it due, so no write waits for a merge while the store has a moment
     between writes; one that finds the tail twice due (no such moment came) merges it
-    itself. A merge takes the process's write lock like any write."""
+    itself. The merge's postings are made in a read transaction; moving them into the
+    postings table takes the process's write lock like any write."""
 
     name = "memstrata-merge"
 
@@ -95,7 +96,7 @@ class Merger(Background):
         def merge() -> None:
             d = self._dialect()
             if d is not None:
-                d.db.write(partial(lexical.merge_if_due, d))
+                lexical.merge_beside(d)
 
         yield merge
 
