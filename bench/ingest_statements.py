@@ -4,8 +4,10 @@
 Ingests the speed data (bench.synth, batches of 1000) into a fresh SQLite store as
 ``bench.ingest`` does, with every statement a write transaction sends timed: the rows
 held back and sent together (``connection.Deferred.send``, by statement), the other
-statements (``Transaction.execute`` / ``executemany``), and each transaction's begin
-and commit (``connection._with_lock_retry``, which runs both). Statements of the
+statements (``Transaction.execute`` / ``executemany``), each transaction's begin
+and commit (``connection._with_lock_retry``, which runs both), and the making of a
+lexical merge's postings (``lexical._prepare``: in a read transaction of the merger's,
+or in the write that merges). Statements of the
 threads beside the writer (the lexical merger, the checkpointer) are named by their
 thread and counted apart (``beside_the_writers_s``). What is left of the upserts'
 time is the writer's Python and its waits for a merge beside it (which holds the
@@ -27,6 +29,7 @@ from typing import Any
 from bench.common import log, machine, sized_study
 from bench.engines.memstrata_engine import MemstrataEngine
 from bench.synth import generate
+from memstrata.store.sql import lexical
 from memstrata.store.sqlite import connection
 
 BATCH = 1000
@@ -49,6 +52,7 @@ def timed(size: int, seed: int) -> dict[str, Any]:
         connection.Transaction.executemany,
     )
     retried = connection._with_lock_retry
+    prepare = lexical._prepare
 
     def note(key: str, start: float, count: int = 1) -> None:
         seconds[key] += time.perf_counter() - start
@@ -63,6 +67,11 @@ def timed(size: int, seed: int) -> dict[str, Any]:
         start = time.perf_counter()
         send(self, conn)
         note(_key("held ", self.sql), start, len(self.rows))
+
+    def timed_prepare(tx: Any, last: int) -> None:
+        start = time.perf_counter()
+        prepare(tx, last)
+        note(_key("merge's postings made in SQL (lexical._prepare)"), start)
 
     def timing(run: Callable[..., Any], kind: str) -> Callable[..., Any]:
         """``Transaction.execute`` or ``executemany`` (``run``), timed after it has
@@ -83,6 +92,7 @@ def timed(size: int, seed: int) -> dict[str, Any]:
     connection.Transaction.execute = timing(execute, "execute ")  # type: ignore[method-assign]
     connection.Transaction.executemany = timing(executemany, "executemany ")  # type: ignore[method-assign]
     connection._with_lock_retry = timed_retried
+    lexical._prepare = timed_prepare
     try:
         with tempfile.TemporaryDirectory(prefix="msbench-statements-") as workdir:
             engine = MemstrataEngine(str(Path(workdir) / "m.db"), "memstrata", {})
@@ -98,6 +108,7 @@ def timed(size: int, seed: int) -> dict[str, Any]:
         connection.Transaction.execute = execute  # type: ignore[method-assign]
         connection.Transaction.executemany = executemany  # type: ignore[method-assign]
         connection._with_lock_retry = retried
+        lexical._prepare = prepare
     beside = sum(v for key, v in seconds.items() if key.startswith("["))
     statements = sum(seconds.values()) - beside
     return {
