@@ -828,12 +828,12 @@ def merge_beside(d: Dialect) -> None:
     process's, or a write's that found the tail twice due), this one is given up. The
     process's copy of the tail is cleared once the move commits."""
     db = d.db
-    with db.snapshot() as tx:
-        (first, last) = tx.execute(_ENDS).fetchone()
-        if first is None or not merge_due(int(last) - int(first) + 1, tx):
-            return
-        _prepare(tx, int(last))
     try:
+        with db.snapshot() as tx:
+            (first, last) = tx.execute(_ENDS).fetchone()
+            if first is None or not merge_due(int(last) - int(first) + 1, tx):
+                return
+            _prepare(tx, int(last))
         db.write(lambda tx: _move(d, tx, int(first), int(last)))
     finally:
         with db.read() as conn:
