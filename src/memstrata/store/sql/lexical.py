@@ -837,7 +837,7 @@ def merge_beside(d: Dialect) -> None:
         db.write(lambda tx: _move(d, tx, int(first), int(last)))
     finally:
         with db.read() as conn:
-            conn.execute(f"DROP TABLE IF EXISTS {_MERGING}")
+            _drop(conn)
 
 
 def merge_tail(d: Dialect, tx: Tx) -> None:
@@ -849,13 +849,20 @@ def merge_tail(d: Dialect, tx: Tx) -> None:
         return
     _prepare(tx, int(last))
     _move(d, tx, int(first), int(last))
-    tx.execute(f"DROP TABLE {_MERGING}")
+    _drop(tx)
 
 
 #: The postings a merge moves, made before it takes the write lock: a temporary table
 #: (the connection's own, in memory: ``connection.connect``), in the order of
 #: :data:`MAIN`'s key, so the move inserts each page's postings beside the last.
 _MERGING = "temp.lexical_merging"
+#: Each term's count among them, made with them.
+_COUNTS = "temp.lexical_merging_counts"
+
+
+def _drop(tx: Tx) -> None:
+    for table in (_MERGING, _COUNTS):
+        tx.execute(f"DROP TABLE IF EXISTS {table}")
 
 
 def _prepare(tx: Tx, last: int) -> None:
@@ -865,8 +872,9 @@ def _prepare(tx: Tx, last: int) -> None:
     (:func:`packed`) are runs of letters and digits joined by single spaces, so quoting
     each and joining them with commas makes a JSON array of them, which ``json_each``
     lists (:func:`split_terms`); a record's term met again adds one to its posting's tf
-    (the table's key orders them: no sort of its own, 1.6x faster than a GROUP BY)."""
-    tx.execute(f"DROP TABLE IF EXISTS {_MERGING}")
+    (the table's key orders them: no sort of its own, 1.6x faster than a GROUP BY);
+    and each term's count of them (:data:`_COUNTS`)."""
+    _drop(tx)
     tx.execute(
         f"CREATE TABLE {_MERGING} (namespace TEXT NOT NULL, term TEXT NOT NULL,"
         " record INTEGER NOT NULL, tf INTEGER NOT NULL, length INTEGER NOT NULL,"
@@ -880,6 +888,17 @@ def _prepare(tx: Tx, last: int) -> None:
         " WHERE x.terms <> ''"
         " ON CONFLICT (namespace, term, record) DO UPDATE SET tf = tf + 1",
         (last,),
+    )
+    _count(tx)
+
+
+def _count(tx: Tx) -> None:
+    """(Re)makes :data:`_COUNTS`: each term's number of documents in :data:`_MERGING`
+    (read in its key's order: no sort)."""
+    tx.execute(f"DROP TABLE IF EXISTS {_COUNTS}")
+    tx.execute(
+        f"CREATE TABLE {_COUNTS} AS SELECT namespace, term, count(*) AS df"
+        f" FROM {_MERGING} GROUP BY namespace, term"
     )
 
 
@@ -896,22 +915,26 @@ def _move(d: Dialect, tx: Tx, first: int, last: int) -> None:
     :data:`MAIN`, the documents' counts into ``lexical_terms``, and removes those tail
     rows; nothing if the tail no longer starts at ``first`` (a merge came since). A
     record with a later tail row (written or removed since) is left out: its document
-    is the tail's still."""
+    is the tail's still (its postings dropped, and the counts made again without it)."""
     (now_first,) = tx.execute(f"SELECT min(seq) FROM {TAIL}").fetchone()
     if now_first != first:
         return
-    later = f"record NOT IN (SELECT record FROM {TAIL} WHERE seq > ?)"
+    # records with a tail row up to last (in the postings made) and one after it
+    changed = (
+        f"SELECT record FROM {TAIL} WHERE seq > ?"
+        f" INTERSECT SELECT record FROM {TAIL} WHERE seq <= ?"
+    )
+    if tx.execute(f"SELECT EXISTS ({changed})", (last, last)).fetchone()[0]:
+        tx.execute(f"DELETE FROM {_MERGING} WHERE record IN ({changed})", (last, last))
+        _count(tx)
     tx.execute(
         "INSERT INTO lexical_terms (namespace, term, df)"
-        f" SELECT namespace, term, count(*) FROM {_MERGING} WHERE {later}"
-        " GROUP BY namespace, term"
-        " ON CONFLICT (namespace, term) DO UPDATE SET df = lexical_terms.df + excluded.df",
-        (last,),
+        f" SELECT namespace, term, df FROM {_COUNTS} WHERE true"
+        " ON CONFLICT (namespace, term) DO UPDATE SET df = lexical_terms.df + excluded.df"
     )
     tx.execute(
         f"INSERT INTO {MAIN} ({', '.join(POSTING_COLUMNS)})"
-        f" SELECT {', '.join(POSTING_COLUMNS)} FROM {_MERGING} WHERE {later}",
-        (last,),
+        f" SELECT {', '.join(POSTING_COLUMNS)} FROM {_MERGING}"
     )
     tx.execute(f"DELETE FROM {TAIL} WHERE seq <= ?", (last,))
     tail = d.lexical_tail
