@@ -96,3 +96,11 @@ def test_a_document_splits_into_its_terms_in_sql(text: str, language: str) -> No
     finally:
         conn.close()
     assert Counter(value for (value,) in found) == counts
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(alphabet="abcé1", min_size=1, max_size=4), st.integers(1, 4)))
+def test_a_packed_document_holds_each_term_as_often_as_counted_in_order(
+    counts: dict[str, int],
+) -> None:
+    assert lexical.packed(Counter(counts)) == " ".join(sorted(Counter(counts).elements()))

@@ -131,8 +131,12 @@ def documented(d: Dialect | None) -> bool:
 
 def packed(counts: Counter[str]) -> str:
     """A document's terms as :data:`DOCUMENTS` holds them (a term is a run of letters
-    and digits, never a space), in order: one content, one text."""
-    return " ".join(sorted(counts.elements()))
+    and digits, never a space), each as often as the content holds it, in order: one
+    content, one text."""
+    terms = sorted(counts)
+    if len(terms) == counts.total():  # each term once, as in nearly every document
+        return " ".join(terms)
+    return " ".join([term for term in terms for _ in range(counts[term])])
 
 
 def _stored(tx: Tx, namespace: str, rowid: int) -> Document | None:
