@@ -56,3 +56,24 @@ def test_a_refused_batch_gives_the_collector_back(tmp_path: Path) -> None:
         assert gc.isenabled()
         m.upsert("ns", [{"id": "d", "content": "w"}])
         assert gc.isenabled()
+
+
+def test_a_batch_s_records_are_freed_before_the_collector_is_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The records a batch was parsed into are gone when the collector comes back, so
+    its next collection never walks them (nor keeps them for a later one)."""
+    from memstrata.domain.records import RecordInput
+
+    def live() -> int:
+        return sum(type(o) is RecordInput for o in gc.get_objects())
+
+    seen: list[int] = []
+    enable = gc.enable
+    with memstrata.open(str(tmp_path / "m.db"), embedder="hash", background_jobs=False) as m:
+        before = live()
+        monkeypatch.setattr(gc, "enable", lambda: (seen.append(live()), enable()))
+        m.upsert("ns", [{"id": f"r{i}", "content": f"note {i}", "vector": [1.0] * 256}
+                        for i in range(50)])  # fmt: skip
+    assert seen == [before]
+    assert gc.isenabled()
