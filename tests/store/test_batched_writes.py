@@ -206,3 +206,43 @@ def test_vectors_checked_together_are_stored_as_one_at_a_time(memory: Memory) ->
     a = memory.search("a", query_vector=query, top_k=20, ranking="semantic")
     b = memory.search("b", query_vector=query, top_k=20, ranking="semantic")
     assert [(h.record.id, h.score) for h in a.hits] == [(h.record.id, h.score) for h in b.hits]
+
+
+def test_a_batch_gives_each_record_its_own_vector_and_keeps_the_replaced_ones(
+    memory: Memory, store_target: str
+) -> None:
+    """A batch's vectors go to the store together (SQLite: one statement for them
+    all): each record gets its own; a rewrite replaces its record's vector, and a new
+    content keeps the vector it replaces in the past."""
+    rng = np.random.default_rng(11)
+    first, second = rng.standard_normal((20, 256)), rng.standard_normal((30, 256))
+
+    def body(i: int, version: int) -> str:
+        return f"text {i} of {'the first' if version == 1 else 'another'} kind"
+
+    memory.upsert("ns", [{"id": f"r{i}", "content": body(i, 1), "vector": first[i].tolist()}
+                         for i in range(20)])  # fmt: skip
+    # r0-r4: the same content, a new vector; r5-r9: a new content and vector; r20-r29 new
+    changed = [*range(10), *range(20, 30)]
+    memory.upsert("ns", [{"id": f"r{i}", "content": body(i, 1 if i < 5 else 2),
+                          "vector": second[i].tolist()} for i in changed])  # fmt: skip
+
+    def nearest(vector: np.ndarray) -> tuple[str, float]:
+        hit = memory.search("ns", query_vector=vector.tolist(), top_k=1, ranking="semantic",
+                            include_historical=True).hits[0]  # fmt: skip
+        return hit.record.id, hit.score
+
+    for i in range(30):
+        if i in changed:
+            found, score = nearest(second[i])
+            assert found == f"r{i}" and score > 0.999
+        if i < 20:
+            found, score = nearest(first[i])
+            assert (found == f"r{i}" and score > 0.999) == (i >= 10)
+    assert scalar(store_target, "SELECT count(*) FROM vectors") == 30
+    assert scalar(store_target, "SELECT count(*) FROM past_vectors") == 5
+    if backend_of(store_target) == "sqlite":  # every write of a vector has a seq of its own
+        assert scalar(store_target, "SELECT count(DISTINCT seq) FROM vectors") == 30
+        # 40 vectors written, 5 withdrawn (each a seq of its own); the newest last
+        assert scalar(store_target, "SELECT value FROM vector_seq") == 45
+        assert scalar(store_target, "SELECT max(seq) FROM vectors") == 45

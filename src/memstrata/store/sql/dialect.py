@@ -196,6 +196,14 @@ class Dialect(ABC):
     ) -> None:
         """Stores (or replaces) the record's unit-length vector for ``embedder_id``."""
 
+    def store_units(
+        self, tx: Tx, namespace: str, rowids: Sequence[int], embedder_id: str, units: np.ndarray
+    ) -> None:
+        """Stores row i of ``units`` (checked, at unit length) as the vector of record
+        ``rowids[i]`` for ``embedder_id``, as :meth:`store_vector` does each."""
+        for rowid, unit in zip(rowids, units, strict=True):
+            self.store_vector(tx, namespace, rowid, embedder_id, unit)
+
     @abstractmethod
     def withdraw_vectors(
         self, tx: Tx, namespace: str, *, rowid: int | None = None, embedder_id: str | None = None

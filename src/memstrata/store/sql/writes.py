@@ -229,10 +229,6 @@ class Writes:
     ) -> None:
         self.d.store_vector(self.tx, self.namespace, rowid, embedder_id, unit(vector))
 
-    def store_unit(self, rowid: int, embedder_id: str, row: np.ndarray) -> None:
-        """Stores ``row``, a vector already checked and at unit length (``unit_rows``)."""
-        self.d.store_vector(self.tx, self.namespace, rowid, embedder_id, row)
-
     # -- upsert -------------------------------------------------------------------------
 
     def _key_holder(self, key: str, record_id: str) -> str | None:
@@ -271,14 +267,7 @@ class Writes:
         self.ledger("close", old_id, closed.version, {"superseded_by": new.id})
         return old
 
-    def _upsert_one(
-        self,
-        index: int,
-        incoming: Record,
-        document: Document,
-        embedder_id: str | None,
-        unit_row: np.ndarray | None,
-    ) -> tuple[str, int]:
+    def _upsert_one(self, index: int, incoming: Record, document: Document) -> tuple[str, int]:
         field = f"records[{index}]"
         found = self.lookup(incoming.id)
         rowid, existing = found if found else (None, None)
@@ -308,7 +297,6 @@ class Writes:
             assert existing is not None
             self.d.keep_vectors(self.tx, self.namespace, rowid, existing.content_hash())
             self.d.withdraw_vectors(self.tx, self.namespace, rowid=rowid)
-        self._given_vector(rowid, incoming, embedder_id, unit_row)
         assert record.version is not None
         self.ledger(rules.write_op(existing, record), record.id, record.version)
         return record.id, record.version
@@ -328,24 +316,21 @@ class Writes:
         documents = term_counts_of([r.content for r in records], self.lexical.language())
         known, plain = self.known, PLAIN_BATCH
         written: list[tuple[str, int]] = []
+        rowids: list[int] = []  # each record's, in order: where its vector goes
         for i, record in enumerate(records):
-            unit_row = None if units is None else units[i]
             done = None
             if plain and record.key is None and not record.supersedes and not known.get(record.id):
-                done = self._create(record, documents[i], embedder_id, unit_row)
+                done = self._create(record, documents[i])
             if done is None:
-                done = self._upsert_one(i, record, documents[i], embedder_id, unit_row)
+                done = self._upsert_one(i, record, documents[i])
             written.append(done)
+            rowids.append(known[record.id][0])  # type: ignore[index]
         self._release()
+        if embedder_id is not None:
+            self._given_vectors(records, rowids, embedder_id, units)
         return written
 
-    def _create(
-        self,
-        incoming: Record,
-        document: Document,
-        embedder_id: str | None,
-        unit_row: np.ndarray | None,
-    ) -> tuple[str, int] | None:
+    def _create(self, incoming: Record, document: Document) -> tuple[str, int] | None:
         """What :meth:`_upsert_one` writes of a record that reads nothing of the store
         (nothing stored under its id, no key, supersedes nothing: nearly every write),
         the same rows in the same order (held, with the other such records' rows),
@@ -369,21 +354,26 @@ class Writes:
             self._insert("record_meta", META_COLUMNS, meta)
         self.known[record_id] = (rowid, incoming)
         self._unrevised.add(record_id)
-        self._given_vector(rowid, incoming, embedder_id, unit_row)
         self.ledger("create", record_id, 1)
         return record_id, 1
 
-    def _given_vector(
-        self, rowid: int, incoming: Record, embedder_id: str | None, unit_row: np.ndarray | None
+    def _given_vectors(
+        self,
+        records: Sequence[Record],
+        rowids: list[int],
+        embedder_id: str,
+        units: np.ndarray | None,
     ) -> None:
-        """Stores the vector a written record came with (``unit_row``: already checked,
-        at unit length), where the namespace has an embedder to file it under."""
-        if embedder_id is None:
+        """Stores the vectors the batch's records came with, once all their rows are
+        written (``units``: every record's, already checked, at unit length, in
+        order; else each record's own, if it has one). The vectors a changed content
+        was derived from were withdrawn while its record was written, before these."""
+        if units is not None:
+            self.d.store_units(self.tx, self.namespace, rowids, embedder_id, units)
             return
-        if unit_row is not None:
-            self.store_unit(rowid, embedder_id, unit_row)
-        elif incoming.vector is not None:
-            self.store_vector(rowid, embedder_id, incoming.vector)
+        for rowid, record in zip(rowids, records, strict=True):
+            if record.vector is not None:
+                self.store_vector(rowid, embedder_id, record.vector)
 
     # -- changes of one record ------------------------------------------------------------
 

@@ -10,6 +10,7 @@ A write transaction holds the file's write lock from its first statement
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -68,6 +69,17 @@ _STORE_VECTOR = (
     " dimensions = excluded.dimensions, vector = excluded.vector, seq = excluded.seq"
 )
 _VECTOR_SEQ_AFTER = "UPDATE vector_seq SET value = value + ?"
+# A batch's vectors in one statement: row i of the packed rows (?4, ?5 bytes each) goes
+# to the i-th rowid of the JSON list ?1 under seq counter + i + 1, as held-back rows do.
+# One step of SQLite instead of a bound row per vector (a tenth of a batch's writing).
+# (``WHERE true``: an upsert's SELECT needs a WHERE for SQLite to parse its ON CONFLICT.)
+_STORE_UNITS = (
+    "INSERT INTO vectors (record, embedder_id, dimensions, vector, seq)"
+    " SELECT j.value, ?2, ?3, substr(?4, j.key * ?5 + 1, ?5),"
+    " (SELECT value FROM vector_seq) + j.key + 1 FROM json_each(?1) AS j WHERE true"
+    " ON CONFLICT (record, embedder_id) DO UPDATE SET"
+    " dimensions = excluded.dimensions, vector = excluded.vector, seq = excluded.seq"
+)
 _NEWEST_PAST = "(SELECT max(rowid) FROM record_past WHERE record = ?)"
 _DELETE_SCOPE = tuple(
     f"DELETE FROM {table} WHERE +namespace = ? AND record = ?"
@@ -231,6 +243,18 @@ class SqliteDialect(Dialect):
         place = tx.waiting(_STORE_VECTOR) + 1
         row = (rowid, embedder_id, int(unit.shape[0]), unit.astype("<f4").tobytes(), place)
         tx.defer(_STORE_VECTOR, [row], after=_VECTOR_SEQ_AFTER)
+
+    def store_units(
+        self, tx: Transaction, namespace: str, rowids: Sequence[int], embedder_id: str,
+        units: np.ndarray,
+    ) -> None:  # fmt: skip
+        if not rowids:
+            return
+        packed = np.ascontiguousarray(units, dtype="<f4")
+        width = packed.shape[1]
+        tx.execute(_STORE_UNITS, (json.dumps(list(rowids)), embedder_id, width,
+                                  packed.tobytes(), 4 * width))  # fmt: skip
+        tx.execute(_VECTOR_SEQ_AFTER, (len(rowids),))
 
     def withdraw_vectors(
         self, tx: sqlite3.Connection, namespace: str, *, rowid: int | None = None,
