@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -16,7 +17,9 @@ import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from functools import lru_cache
 from itertools import chain
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -159,10 +162,52 @@ class Deferred:
             head, width, suffix = self.many
             insert_many(conn, head, width, self.rows, suffix)
         else:
-            conn.executemany(self.sql, self.rows)
+            conn.executemany(*without_nulls(self.sql, self.rows))
 
     def rank(self) -> tuple[int, bool]:
         return self.round, not self.sql.startswith(_RECORDS)
+
+
+#: ``INSERT INTO t (columns) VALUES (?, ..., ?)``, then anything but a value.
+_PLAIN_INSERT = re.compile(r"(INSERT INTO \w+ \([^)]*\) VALUES )\((\?(?:, \?)*)\)([^?]*)", re.S)
+
+
+@lru_cache(maxsize=256)
+def _plain_insert(sql: str) -> tuple[str, int, str] | None:
+    """The head, number of values and tail of a plain insert (:data:`_PLAIN_INSERT`)."""
+    found = _PLAIN_INSERT.fullmatch(sql)
+    return None if found is None else (found[1], found[2].count("?"), found[3])
+
+
+@lru_cache(maxsize=256)
+def _with_nulls(sql: str, nulls: tuple[int, ...]) -> str:
+    plain = _plain_insert(sql)
+    assert plain is not None
+    head, width, tail = plain
+    return f"{head}({', '.join('NULL' if i in nulls else '?' for i in range(width))}){tail}"
+
+
+def without_nulls(
+    sql: str, rows: list[Sequence[Any]]
+) -> tuple[str, list[Sequence[Any]] | Iterator[Sequence[Any]]]:
+    """``sql`` and ``rows`` for ``executemany``, the values every row leaves None
+    written as NULL in the statement instead of bound (a plain insert's): Python's
+    sqlite3 binds a None through its adapter lookup, the dearest of all values (a
+    batch of 1,000 records binds ~11,000, ~2 ms of a batch's ~60)."""
+    plain = _plain_insert(sql) if rows else None
+    if plain is None:
+        return sql, rows
+    first = rows[0]
+    nulls = tuple(
+        i for i in range(plain[1])
+        if first[i] is None and list(map(itemgetter(i), rows)).count(None) == len(rows)
+    )  # fmt: skip
+    if not nulls:
+        return sql, rows
+    kept = [i for i in range(plain[1]) if i not in nulls]
+    if len(kept) > 1:
+        return _with_nulls(sql, nulls), map(itemgetter(*kept), rows)
+    return _with_nulls(sql, nulls), ([row[i] for i in kept] for row in rows)
 
 
 #: Parameters of one statement of :func:`insert_many` at most (the bound of SQLite
