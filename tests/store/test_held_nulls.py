@@ -71,3 +71,32 @@ def test_the_values_every_row_leaves_none_are_written_in() -> None:
     assert without_nulls(unplain, [("p", None)]) == (unplain, [("p", None)])
     where = "INSERT INTO t (k, a) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET a = ? WHERE 1"
     assert without_nulls(where, [("p", None, None)])[0] == where
+
+
+@settings(max_examples=100, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(
+    st.lists(st.tuples(_VALUE, _VALUE, _VALUE), max_size=700),
+    st.sampled_from([(), (None,), (None, None), (None, None, None)]),
+)
+def test_rows_many_to_a_statement_land_as_bound_rows_land(
+    tmp_path: Path, values: list[tuple[object, ...]], nulls: tuple[None, ...]
+) -> None:
+    """Rows marked distinct go many to a statement (``insert_many``), with the values
+    every row leaves None written in: the same rows, numbered alike, past a
+    statement's bound of parameters too."""
+    rows = [(f"k{i}", *nulls, *rest)[:4] for i, rest in enumerate(values)]
+    path = tmp_path / f"m{len(list(tmp_path.iterdir()))}.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for name in ("ours", "oracle"):
+        conn.execute(_TABLE.format(name=name))
+    tx = Transaction(conn)
+    tx.defer(_INSERT.format(name="ours"), rows,
+             many=("INSERT INTO ours (k, a, b, c) VALUES", 4, ""))  # fmt: skip
+    tx.flush()
+    conn.executemany(_INSERT.format(name="oracle"), rows)
+    assert (
+        conn.execute("SELECT * FROM ours ORDER BY seq").fetchall()
+        == conn.execute("SELECT * FROM oracle ORDER BY seq").fetchall()
+    )
+    conn.close()

@@ -15,9 +15,11 @@ from memstrata.embedding.hash import HashEmbedder
 
 # tables read by the namespace alone because the namespace is their whole key, or
 # (entities) because resolution compares a new name with every entity of the namespace;
-# and tables of one row, or (lexical_tail) of a bounded few, which a merge reads whole
+# and tables of one row, or (lexical_tail) of a bounded few, which a merge reads whole;
+# and a multi-row VALUES list, the statement's own rows ("SCAN 4 CONSTANT ROWS")
 KEYED_BY_NAMESPACE = {"lexical_stats", "entities"}
 ONE_ROW = {"vector_seq", "lexical_tail", "sqlite_sequence", "CONSTANT ROW"}
+OWN_ROWS = re.compile(r"\d+ CONSTANT ROWS")
 DML = re.compile(r"\s*(SELECT|INSERT|UPDATE|DELETE|WITH)\b", re.IGNORECASE)
 NAMESPACE_RANGE = re.compile(r"^(?:SEARCH|SCAN) (\w+) .*\(namespace=\?\)$")
 SCAN = re.compile(r"^SCAN (.+?)(?: USING .*)?$")
@@ -33,7 +35,7 @@ def wide_reads(db: Path, statements: list[str]) -> list[str]:
             ranged = NAMESPACE_RANGE.match(step)
             scanned = SCAN.match(step)
             if (ranged and ranged[1] not in KEYED_BY_NAMESPACE) or (
-                scanned and scanned[1] not in ONE_ROW
+                scanned and scanned[1] not in ONE_ROW and not OWN_ROWS.fullmatch(scanned[1])
             ):
                 found.append(f"{step}  <=  {sql[:200]}")
     plain.close()

@@ -112,7 +112,7 @@ class Writes:
         for table, columns in _HELD:
             rows = held.get(table)
             if rows:
-                self.d.insert_rows(self.tx, table, columns, rows)
+                self.d.insert_rows(self.tx, table, columns, rows, distinct=True)
 
     # -- reading ----------------------------------------------------------------------
 
@@ -163,9 +163,12 @@ class Writes:
         self, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]], change: int = 0
     ) -> None:
         """``insert_rows``, or the rows held (:meth:`_release`) while new plain records'
-        rows are (a new record's first change: round 0, as held rows go)."""
+        rows are (a new record's first change: round 0, as held rows go). Rows that
+        never meet (``distinct``): ledger rows have no key but their seq, and a record's
+        tag and metadata rows are inserted once a round (each change removes the ones
+        before, a round earlier), with its rowid in their key."""
         if self._held is None:
-            self.d.insert_rows(self.tx, table, columns, rows, change=change)
+            self.d.insert_rows(self.tx, table, columns, rows, change=change, distinct=True)
         else:
             assert change == 0
             self._held.setdefault(table, []).extend(rows)

@@ -52,6 +52,7 @@ _INSERT_AT = (
 #: A new record's rowid appended to the change sequence (migration m013: its insert
 #: trigger's work, done here, a batch's rows in one executemany).
 _LOG_INSERT = "INSERT INTO scope_log (record) VALUES (?)"
+_LOG_MANY = ("INSERT INTO scope_log (record) VALUES", 1, "")
 _UPDATE = (
     f"UPDATE records SET {', '.join(f'{name} = :{name}' for name in ROW_FIELDS)} "
     "WHERE rowid = :rowid"
@@ -199,7 +200,8 @@ class SqliteDialect(Dialect):
             tx.execute(_LOG_INSERT, (rowid,))
             return rowid
         tx.defer(_INSERT_AT, [(rowid, *_ROW(values))])
-        tx.defer(_LOG_INSERT, [(rowid,)])  # sent after the records rows of its round
+        # sent after the records rows of its round, many to a statement (no key to meet)
+        tx.defer(_LOG_INSERT, [(rowid,)], many=_LOG_MANY)
         return rowid
 
     def update_record(self, tx: sqlite3.Connection, rowid: int, values: dict[str, Any]) -> None:
