@@ -250,6 +250,8 @@ class SqliteDialect(Dialect):
         self, tx: Transaction, namespace: str, rowids: Sequence[int], embedder_id: str,
         units: np.ndarray,
     ) -> None:  # fmt: skip
+        if len(rowids) != len(units):  # the statement would store short vectors
+            raise ValueError(f"{len(rowids)} rowids for {len(units)} vectors")
         if not rowids:
             return
         packed = np.ascontiguousarray(units, dtype="<f4")
