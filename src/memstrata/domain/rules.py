@@ -9,6 +9,12 @@ from memstrata.domain.errors import InvalidInput, VersionConflict, WriteConflict
 from memstrata.domain.records import Record, updated
 from memstrata.domain.time import format_instant, from_us, to_us
 
+#: The fields a supersession changes of the record it closes (besides
+#: :data:`VERSIONING`'s).
+CLOSING = ("valid_to", "superseded_by")
+#: The fields every next version (:func:`next_version`) changes besides its update's.
+VERSIONING = ("updated_at", "version")
+
 
 def supersession_closure(old: Record, new: Record, field: str, now: int) -> Record | None:
     """The new version of ``old`` once ``new`` supersedes it: validity closed at
@@ -34,11 +40,12 @@ def supersession_closure(old: Record, new: Record, field: str, now: int) -> Reco
     closed_at = new.valid_from
     if old.valid_to is not None and old.valid_to < closed_at:
         closed_at = old.valid_to  # an earlier invalidation stands; never reopen it
-    return next_version(old, {"valid_to": closed_at, "superseded_by": new.id}, now)
+    return next_version(old, dict(zip(CLOSING, (closed_at, new.id), strict=True)), now)
 
 
 def next_version(record: Record, update: dict[str, Any], now: int) -> Record:
-    """``record`` with ``update`` applied, as its next version written at ``now``."""
+    """``record`` with ``update`` applied, as its next version written at ``now``
+    (its fields but ``update``'s and :data:`VERSIONING`'s as they were)."""
     return updated(
         record, {**update, "updated_at": from_us(now), "version": (record.version or 0) + 1}
     )

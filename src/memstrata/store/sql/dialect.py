@@ -218,12 +218,14 @@ class Dialect(ABC):
 
     def replace_later(
         self, tx: Tx, namespace: str, rowid: int, known_to: int,
-        values: dict[str, Any], change: int,
+        values: dict[str, Any], change: int, columns: Sequence[str] | None = None,
     ) -> bool:  # fmt: skip
         """Replaces the records row ``rowid`` with ``values`` as ``Writes.save`` does
         it (its past copy, the row rewritten, its scope rows removed), held back like
         inserted rows (``change``: the record's k-th change in this transaction, as for
-        :meth:`insert_rows`), or (False) does nothing: the caller does it now."""
+        :meth:`insert_rows`), or (False) does nothing: the caller does it now.
+        ``columns``: the only columns whose values differ from the row as stored (None:
+        any may), which alone need writing."""
         return False
 
     def claim_key(self, tx: Tx, namespace: str, key: str) -> None:  # noqa: B027 - a hook

@@ -41,6 +41,9 @@ PREFETCH_CHUNK = 500
 #: Whether a new plain record's rows are made straight from it (:meth:`Writes._create`)
 #: rather than through the general path (tests switch it off to compare the two).
 PLAIN_BATCH = True
+#: Whether a next version's row rewrites only the columns it changes
+#: (``Dialect.replace_later``'s ``columns``; tests switch it off to compare).
+NARROW_UPDATES = True
 #: The columns of the rows every write appends beside a record's own row.
 TAG_COLUMNS = ("namespace", "tag", "record", "valid_from", "valid_to", "deleted_at")
 META_COLUMNS = (
@@ -179,18 +182,36 @@ class Writes:
             (self.namespace, self.now),
         )
 
-    def save(self, rowid: int | None, record: Record, *, document: Document | None = None) -> int:
+    def save(
+        self,
+        rowid: int | None,
+        record: Record,
+        *,
+        document: Document | None = None,
+        changed: Sequence[str] | None = None,
+    ) -> int:
         """Writes the record's current row, its scope rows and its full-text document,
         keeping the row it replaces in the past. ``document`` is the content's terms
         (:meth:`LexicalWrites.document`): made here for a new record when not given,
-        given for an existing one only when its content changed. Returns the rowid."""
+        given for an existing one only when its content changed. ``changed``: the only
+        fields ``record`` changes of the row as stored (a next version's: this
+        transaction read the row, and only this namespace's writes change it), where
+        the dialect writes those alone. Returns the rowid."""
         tx, d = self.tx, self.d
         values = row_values(record)
         change = 0 if rowid is None else self._changes.get(rowid, 0)
         if (
             rowid is not None
             and document is None
-            and d.replace_later(tx, self.namespace, rowid, values["updated_at"], values, change)
+            and d.replace_later(
+                tx,
+                self.namespace,
+                rowid,
+                values["updated_at"],
+                values,
+                change,
+                changed if NARROW_UPDATES else None,
+            )
         ):  # what the branch below does, held back with the batch's other rows
             return self._saved(rowid, record, values, change)
         if rowid is not None:  # the version it replaces stays known until now
@@ -266,7 +287,7 @@ class Writes:
         closed = rules.supersession_closure(old, new, field, self.now)
         if closed is None:
             return old
-        self.save(rowid, closed)
+        self.save(rowid, closed, changed=(*rules.CLOSING, *rules.VERSIONING))
         self.ledger("close", old_id, closed.version, {"superseded_by": new.id})
         return old
 
@@ -393,7 +414,7 @@ class Writes:
         and so its full-text document, unchanged)."""
         changed = rules.next_version(record, update, self.now)
         version = changed.version or 0
-        self.save(rowid, changed)
+        self.save(rowid, changed, changed=(*update, *rules.VERSIONING))
         self.ledger(op, record.id, version, detail)
         return version
 

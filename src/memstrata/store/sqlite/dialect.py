@@ -90,6 +90,13 @@ _DELETE_SCOPE = tuple(
 _ROW = itemgetter(*ROW_FIELDS)
 
 
+@cache
+def _update_of(columns: tuple[str, ...]) -> str:
+    """The rewrite of a records row's ``columns`` alone (names of ``ROW_FIELDS``)."""
+    assert set(columns) <= set(ROW_FIELDS)
+    return f"UPDATE records SET {', '.join(f'{name} = ?' for name in columns)} WHERE rowid = ?"
+
+
 class Merger(Background):
     """Merges the tail (:func:`lexical.merge_beside`) from a thread of its own once a
     write has found it due, so no write waits for a merge while the store has a moment
@@ -209,7 +216,7 @@ class SqliteDialect(Dialect):
 
     def replace_later(
         self, tx: Transaction, namespace: str, rowid: int, known_to: int,
-        values: dict[str, Any], change: int,
+        values: dict[str, Any], change: int, columns: Sequence[str] | None = None,
     ) -> bool:  # fmt: skip
         # In the round before the rows of this change (Transaction): after those of
         # the record's earlier changes in this transaction. One statement after the
@@ -221,7 +228,11 @@ class SqliteDialect(Dialect):
         tx.defer(KEEP_ROW, [(known_to, *key)], round=round)
         tx.defer(tags, [(rowid, *key)], round=round)
         tx.defer(meta, [(rowid, *key)], round=round)
-        tx.defer(_UPDATE_AT, [(*_ROW(values), rowid)], round=round)
+        if columns is None:
+            tx.defer(_UPDATE_AT, [(*_ROW(values), rowid)], round=round)
+        else:  # SQLite rewrites the index entries of every column set, changed or not
+            names = tuple(sorted(columns))
+            tx.defer(_update_of(names), [(*[values[n] for n in names], rowid)], round=round)
         for statement in _DELETE_SCOPE:
             tx.defer(statement, [key], round=round)
         return True
