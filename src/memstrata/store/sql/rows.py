@@ -222,6 +222,16 @@ def created_row(record: Record, namespace: str, now: int) -> dict[str, Any] | No
     }
 
 
+#: The fields a record's tag and metadata rows hold besides its validity.
+SCOPE_FIELDS = frozenset({"tags", "metadata"})
+
+
+def scope_kept(columns: Iterable[str] | None) -> bool:
+    """Whether a change of ``columns`` alone (None: of any) leaves a record's tag and
+    metadata rows as they are but for their validity (:func:`scope_rows`)."""
+    return columns is not None and SCOPE_FIELDS.isdisjoint(columns)
+
+
 def scope_rows(
     record: Record, values: dict[str, Any], rowid: int
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:

@@ -33,6 +33,7 @@ from memstrata.store.sql.rows import (
     created_row,
     record_from_row,
     row_values,
+    scope_kept,
     scope_rows,
 )
 
@@ -212,8 +213,10 @@ class Writes:
                 change,
                 changed if NARROW_UPDATES else None,
             )
-        ):  # what the branch below does, held back with the batch's other rows
-            return self._saved(rowid, record, values, change)
+        ):  # what the branch below does, held back with the batch's other rows; a
+            # change that leaves tags and metadata had its scope rows kept, revalidated
+            kept = NARROW_UPDATES and scope_kept(changed)
+            return self._saved(rowid, record, values, change, scope=not kept)
         if rowid is not None:  # the version it replaces stays known until now
             outgoing = past.keep(d, tx, self.namespace, rowid, values["updated_at"])
             if document is not None:  # and so do the postings of its content
@@ -235,9 +238,15 @@ class Writes:
                 )
         return self._saved(rowid, record, values, change)
 
-    def _saved(self, rowid: int, record: Record, values: dict[str, Any], change: int) -> int:
-        """Adds the rows of the record's new version beside its row."""
+    def _saved(
+        self, rowid: int, record: Record, values: dict[str, Any], change: int, *, scope: bool = True
+    ) -> int:
+        """Adds the rows of the record's new version beside its row (``scope``: its
+        tag and metadata rows too)."""
         self._changes[rowid] = change + 1
+        self.known[record.id] = (rowid, record)
+        if not scope:
+            return rowid
         # Scope rows repeat the record's namespace and validity; every change to a
         # record comes through here, so they never disagree with its row.
         tags, meta = scope_rows(record, values, rowid)
@@ -245,7 +254,6 @@ class Writes:
             self._insert("record_tags", TAG_COLUMNS, tags, change)
         if meta:
             self._insert("record_meta", META_COLUMNS, meta, change)
-        self.known[record.id] = (rowid, record)
         return rowid
 
     def store_vector(

@@ -31,7 +31,7 @@ from memstrata.store.sql import lexical
 from memstrata.store.sql.dialect import Dialect, Lane
 from memstrata.store.sql.maintenance import Finding
 from memstrata.store.sql.past import KEEP_ROW, keep_scope, known_rows
-from memstrata.store.sql.rows import COLUMNS, ROW_FIELDS, best, hits
+from memstrata.store.sql.rows import COLUMNS, ROW_FIELDS, best, hits, scope_kept
 from memstrata.store.sql.scope import known_scope, scope_rowids
 from memstrata.store.sql.scoring import rescored, top_k
 from memstrata.store.sqlite.connection import Background, Database, Transaction, translated
@@ -84,6 +84,11 @@ _STORE_UNITS = (
 _NEWEST_PAST = "(SELECT max(rowid) FROM record_past WHERE record = ?)"
 _DELETE_SCOPE = tuple(
     f"DELETE FROM {table} WHERE +namespace = ? AND record = ?"
+    for table in ("record_tags", "record_meta")
+)
+_REVALIDATE_SCOPE = tuple(
+    f"UPDATE {table} SET valid_from = ?, valid_to = ?, deleted_at = ?"
+    " WHERE +namespace = ? AND record = ?"
     for table in ("record_tags", "record_meta")
 )
 #: A row's values (``row_values``) in the order of ``ROW_FIELDS``.
@@ -233,8 +238,13 @@ class SqliteDialect(Dialect):
         else:  # SQLite rewrites the index entries of every column set, changed or not
             names = tuple(sorted(columns))
             tx.defer(_update_of(names), [(*[values[n] for n in names], rowid)], round=round)
-        for statement in _DELETE_SCOPE:
-            tx.defer(statement, [key], round=round)
+        if scope_kept(columns):  # the same rows, their validity rewritten in place
+            validity = (values["valid_from"], values["valid_to"], values["deleted_at"])
+            for statement in _REVALIDATE_SCOPE:
+                tx.defer(statement, [(*validity, *key)], round=round)
+        else:  # removed, and the caller inserts the new version's
+            for statement in _DELETE_SCOPE:
+                tx.defer(statement, [key], round=round)
         return True
 
     def keep_vectors(
