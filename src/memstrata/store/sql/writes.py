@@ -201,22 +201,16 @@ class Writes:
         tx, d = self.tx, self.d
         values = row_values(record)
         change = 0 if rowid is None else self._changes.get(rowid, 0)
+        columns = changed if NARROW_UPDATES else None
         if (
             rowid is not None
             and document is None
             and d.replace_later(
-                tx,
-                self.namespace,
-                rowid,
-                values["updated_at"],
-                values,
-                change,
-                changed if NARROW_UPDATES else None,
+                tx, self.namespace, rowid, values["updated_at"], values, change, columns
             )
         ):  # what the branch below does, held back with the batch's other rows; a
             # change that leaves tags and metadata had its scope rows kept, revalidated
-            kept = NARROW_UPDATES and scope_kept(changed)
-            return self._saved(rowid, record, values, change, scope=not kept)
+            return self._saved(rowid, record, values, change, scope=not scope_kept(columns))
         if rowid is not None:  # the version it replaces stays known until now
             outgoing = past.keep(d, tx, self.namespace, rowid, values["updated_at"])
             if document is not None:  # and so do the postings of its content

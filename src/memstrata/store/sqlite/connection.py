@@ -179,12 +179,17 @@ def _plain_insert(sql: str) -> tuple[str, int, str] | None:
     return None if found is None else (found[1], found[2].count("?"), found[3])
 
 
+def _values(width: int, nulls: tuple[int, ...]) -> str:
+    """One row's ``(?, …)`` of ``width`` values, NULL written at ``nulls``."""
+    return "(" + ", ".join("NULL" if i in nulls else "?" for i in range(width)) + ")"
+
+
 @lru_cache(maxsize=256)
 def _with_nulls(sql: str, nulls: tuple[int, ...]) -> str:
     plain = _plain_insert(sql)
     assert plain is not None
     head, width, tail = plain
-    return f"{head}({', '.join('NULL' if i in nulls else '?' for i in range(width))}){tail}"
+    return f"{head}{_values(width, nulls)}{tail}"
 
 
 def null_places(rows: Sequence[Sequence[Any]], width: int) -> tuple[int, ...]:
@@ -246,7 +251,7 @@ def insert_many(
     if nulls:
         rows = list(_kept(rows, width, nulls))
     per = MAX_PARAMETERS // max(bound, 1)
-    one = "(" + ", ".join("NULL" if i in nulls else "?" for i in range(width)) + ")"
+    one = _values(width, nulls)
     full = len(rows) - len(rows) % per
     if full:
         sql = f"{head} {', '.join([one] * per)}{suffix}"

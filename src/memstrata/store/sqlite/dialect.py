@@ -57,7 +57,6 @@ _UPDATE = (
     f"UPDATE records SET {', '.join(f'{name} = :{name}' for name in ROW_FIELDS)} "
     "WHERE rowid = :rowid"
 )
-_UPDATE_AT = f"UPDATE records SET {', '.join(f'{name} = ?' for name in ROW_FIELDS)} WHERE rowid = ?"
 # Vector seqs come from a counter, not max(seq) + 1: a hard delete removes vector rows,
 # and a reused seq would hide the next vector from every cache that saw the removed one.
 _NEXT_VECTOR_SEQ = "UPDATE vector_seq SET value = value + 1"
@@ -100,6 +99,10 @@ def _update_of(columns: tuple[str, ...]) -> str:
     """The rewrite of a records row's ``columns`` alone (names of ``ROW_FIELDS``)."""
     assert set(columns) <= set(ROW_FIELDS)
     return f"UPDATE records SET {', '.join(f'{name} = ?' for name in columns)} WHERE rowid = ?"
+
+
+#: The rewrite of a whole records row, its values in the order of ``ROW_FIELDS``.
+_UPDATE_AT = _update_of(ROW_FIELDS)
 
 
 class Merger(Background):
