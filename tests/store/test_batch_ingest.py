@@ -228,8 +228,9 @@ def test_integrity_finds_a_record_with_postings_and_in_the_tail(tmp_path: Path) 
     with memstrata.open(str(path), embedder="none", background_jobs=False) as m:
         m.upsert("ns", [{"id": "a", "content": "river stone"}])
         conn = m.service.store.db.conn()
-        conn.execute("INSERT INTO lexical_postings SELECT namespace, 'river', record, 1, 2"
-                     " FROM lexical_docs")  # fmt: skip
+        conn.execute("INSERT INTO lexical_postings (namespace, term, record, tf, length)"
+                     " SELECT namespace, 'river', record, 1, 2 FROM lexical_docs")  # fmt: skip
+        conn.execute("INSERT INTO lexical_segments (namespace, seg) VALUES ('ns', 0)")
         failed = [f for f in m.service.store.integrity() if not f.ok]
     assert [f.name for f in failed] == ["full-text index"]
 

@@ -19,10 +19,12 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, given, settings
 from tests.support import pg
+from tests.support.raw import merges_settled
 
 import memstrata
 from memstrata import backups
 from memstrata.domain.words import terms
+from memstrata.store.sql import lexical
 
 VOCABULARY = [
     "run", "runs", "running", "ran", "river", "rivers", "stone", "stones", "cloud",
@@ -91,14 +93,22 @@ text = st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=10).map(" ".jo
     queries=st.lists(st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=4), min_size=1,
                      max_size=4),
 )  # fmt: skip
+@pytest.mark.parametrize("tail", [None, 2], ids=["sqlite-tail", "sqlite-merged-each-write"])
 def test_both_backends_rank_as_the_oracle(
     both: dict[str, memstrata.Memory],
+    monkeypatch: pytest.MonkeyPatch,
+    tail: int | None,
     corpus: list[str],
     rewrites: list[tuple[int, str]],
     removed: set[int],
     hidden: set[int],
     queries: list[list[str]],
 ) -> None:
+    """``tail``: SQLite's tail merged at that many rows (each merge a segment of the
+    postings of its own, which rewrites and hard deletes reach into), or never."""
+    if tail is not None:
+        monkeypatch.setattr(lexical, "TAIL_ROWS", tail)
+        monkeypatch.setattr(lexical, "TAIL_MAX", tail)
     namespace = f"bm{next(_names)}"
     contents = {f"r{i:02d}": content for i, content in enumerate(corpus)}
     for m in both.values():
@@ -112,6 +122,12 @@ def test_both_backends_rank_as_the_oracle(
         for index in hidden:  # a tombstone only leaves the scope
             if f"r{index:02d}" in contents and index not in removed:
                 m.delete(namespace, f"r{index:02d}")
+    merges_settled(both["sqlite"])
+    if tail is not None and len(corpus) >= tail:
+        segments = both["sqlite"].service.store.db.conn().execute(
+            "SELECT count(*) FROM lexical_segments WHERE namespace = ?", (namespace,)
+        ).fetchone()[0]
+        assert segments >= 1
     for index, content in rewrites:
         if f"r{index:02d}" in contents:
             contents[f"r{index:02d}"] = content

@@ -23,19 +23,27 @@ from memstrata.store.sql import lexical
 QUERIES = ["river", "stone mill", "quiet water", "old house tree", "lantern"]
 
 #: The m010 schema: the two postings tables (the tail's documents as fresh postings),
-#: each indexed by record, no documents.
+#: each indexed by record and by term first (not by merge: m015), no documents.
 _BEFORE = [
     "CREATE TABLE lexical_fresh (namespace TEXT NOT NULL, term TEXT NOT NULL,"
     " record INTEGER NOT NULL, tf INTEGER NOT NULL, length INTEGER NOT NULL,"
     " PRIMARY KEY (namespace, term, record)) WITHOUT ROWID",
     "CREATE TABLE lexical_fresh_written (rows INTEGER NOT NULL)",
     "INSERT INTO lexical_fresh_written (rows) SELECT count(*) FROM lexical_fresh",
+    "CREATE TABLE lexical_by_term (namespace TEXT NOT NULL, term TEXT NOT NULL,"
+    " record INTEGER NOT NULL, tf INTEGER NOT NULL, length INTEGER NOT NULL,"
+    " PRIMARY KEY (namespace, term, record)) WITHOUT ROWID",
+    "INSERT INTO lexical_by_term SELECT namespace, term, record, tf, length FROM lexical_postings",
+    "DROP TABLE lexical_postings",
+    "ALTER TABLE lexical_by_term RENAME TO lexical_postings",
+    "DROP TABLE lexical_segments",
     "DROP TABLE lexical_docs",
     "DROP TABLE lexical_tail",
     "CREATE INDEX vectors_seq_all ON vectors (seq)",
     "CREATE INDEX lexical_postings_record ON lexical_postings (namespace, record)",
     "CREATE INDEX lexical_fresh_record ON lexical_fresh (namespace, record)",
-    "DELETE FROM schema_migrations WHERE name IN ('m011_lexical_documents', 'm012_lexical_tail')",
+    "DELETE FROM schema_migrations WHERE name IN ('m011_lexical_documents', 'm012_lexical_tail',"
+    " 'm015_lexical_segments')",
 ]
 
 

@@ -20,12 +20,13 @@ _BEFORE = {
         "DROP TABLE lexical_postings",
         "DROP TABLE lexical_terms",
         "DROP TABLE lexical_stats",
-        # from later migrations (m010 to m012), run again after m007
+        # from later migrations (m010 to m012, m015), run again after m007
         "DROP TABLE lexical_tail",
         "CREATE INDEX vectors_seq_all ON vectors (seq)",
         "DROP TABLE lexical_docs",
+        "DROP TABLE lexical_segments",
         "DELETE FROM schema_migrations WHERE name IN ('m010_fresh_postings',"
-        " 'm011_lexical_documents', 'm012_lexical_tail')",
+        " 'm011_lexical_documents', 'm012_lexical_tail', 'm015_lexical_segments')",
         "CREATE VIRTUAL TABLE records_fts USING fts5 (content,"
         " tokenize = 'unicode61 remove_diacritics 2')",
         "INSERT INTO records_fts (rowid, content) SELECT rowid, content FROM records",

@@ -94,6 +94,11 @@ class Dialect(ABC):
     #: there is a tail), by which its postings are found instead of by an index on
     #: record (:func:`memstrata.store.sql.lexical.documented`).
     lexical_documents = False
+    #: Whether ``lexical_postings`` is keyed by the merge that wrote each posting
+    #: (``seg``, after the namespace), the merges of a namespace listed in
+    #: ``lexical_segments``: a merge then appends its postings at the key's end instead
+    #: of among every term's (:func:`memstrata.store.sql.lexical.postings_of`).
+    lexical_segments = False
 
     # -- wording ------------------------------------------------------------------
 

@@ -25,11 +25,15 @@ transaction from the tail rows appended since), with the same N, mean length and
 the copy's counts) and the same whole-number parts: the ranking and scores are those
 of one postings table. ``lexical_postings`` is ordered by term, so a batch's postings
 would land on a page per distinct term; a merge (:func:`merge_tail`: the documents'
-postings made and counted in SQL, then inserted in the key's order) writes each page
-once for many batches. Once a write brings the tail to its bound (:func:`merge_due`),
-the store merges it beside the writers where it can (``Tail.merge``: SQLite's thread,
-:func:`merge_beside`, which makes the postings before it takes the write lock), so no
-write waits for a merge while the writers leave it a moment; a write that finds the
+postings made and counted in SQL, then inserted in the key's order) writes them for
+many batches at once, and where the dialect keys the postings by merge after the
+namespace (``Dialect.lexical_segments``: SQLite, ``seg``, listed in :data:`SEGMENTS`)
+it appends them at the key's end as a segment of their own instead of among every
+term's postings, which rewrote most of the table's pages at every merge (a search
+seeks each term once per merge of its namespace: :func:`postings_of`). Once a write
+brings the tail to its bound (:func:`merge_due`), the store merges it beside the
+writers where it can (``Tail.merge``: SQLite's thread, :func:`merge_beside`, which
+makes the postings before it takes the write lock), so no write waits for a merge while the writers leave it a moment; a write that finds the
 tail twice due (none came) merges it itself, so the tail stays bounded. A record's
 postings are always all in ``lexical_postings`` or its document all in the tail
 (written, replaced and merged whole). Such a dialect, and one that says so
@@ -79,6 +83,12 @@ MAX_QUERY_TERMS = 1000
 
 #: The postings table: every merged document's postings.
 MAIN = "lexical_postings"
+#: Where the dialect keys :data:`MAIN` by merge (``Dialect.lexical_segments``: SQLite),
+#: each namespace's merges that wrote postings of it, as rows ``(namespace, seg)``: a
+#: posting's ``seg`` is the last tail seq of the merge that wrote it (0: written by a
+#: re-index or a migration), and a search seeks each term once per merge of its
+#: namespace (:func:`postings_of`).
+SEGMENTS = "lexical_segments"
 #: The documents not merged yet, as rows ``(seq, record)`` (AUTOINCREMENT: a seq is
 #: never used twice, so a copy reads what was appended since it last read); also a
 #: removed or replaced record's row. Only a merge removes rows: the first ones, up to
@@ -139,6 +149,30 @@ def packed(counts: Counter[str]) -> str:
     return " ".join([term for term in terms for _ in range(counts[term])])
 
 
+def postings_of(d: Dialect, term: str, alias: str = "p") -> str:
+    """Joins :data:`MAIN` as ``alias``: the postings of ``term`` (an expression) in
+    the namespace of the one parameter it takes. Where the postings are keyed by merge
+    (``Dialect.lexical_segments``), one seek per merge of the namespace (CROSS JOIN:
+    SQLite joins in the order written, else it may range over the namespace's postings
+    for each term and look each one's merge up)."""
+    if d.lexical_segments:
+        return (
+            f"CROSS JOIN {SEGMENTS} g ON g.namespace = ? CROSS JOIN {MAIN} {alias}"
+            f" ON {alias}.namespace = g.namespace AND {alias}.seg = g.seg"
+            f" AND {alias}.term = {term}"
+        )
+    return f"JOIN {MAIN} {alias} ON {alias}.namespace = ? AND {alias}.term = {term}"
+
+
+def _in_segments(segmented: bool, alias: str, namespace: str) -> str:
+    """`` AND`` ``alias``'s seg is one of the merges of ``namespace`` (an expression)
+    where the postings are keyed by merge, so that a lookup by namespace, term and
+    record seeks once per merge; else nothing."""
+    if not segmented:
+        return ""
+    return f" AND {alias}seg IN (SELECT seg FROM {SEGMENTS} WHERE namespace = {namespace})"
+
+
 def _stored(tx: Tx, namespace: str, rowid: int) -> Document | None:
     """The record's document as :data:`DOCUMENTS` holds it, if it has one."""
     row = tx.execute(
@@ -159,8 +193,7 @@ def _sums(
     hashed = " CAST(NULL AS TEXT) AS content_hash," if content_hash else ""
     sql = (
         f" SELECT p.namespace, p.record,{hashed} sum({score}) AS score"
-        f" FROM (VALUES {values}) q JOIN {MAIN} p"
-        " ON p.namespace = ? AND p.term = q.column1"
+        f" FROM (VALUES {values}) q {postings_of(d, 'q.column1')}"
         " GROUP BY p.namespace, p.record"
     )
     params = _term_params(w, namespace)
@@ -522,7 +555,7 @@ def _ranked_in_copy(
     values, score = _term_scores(d, w)
     (listed,) = tx.execute(
         f"SELECT group_concat(x) FROM (SELECT p.record || ',' || {score} AS x"
-        f" FROM (VALUES {values}) q JOIN {MAIN} p ON p.namespace = ? AND p.term = q.column1)",
+        f" FROM (VALUES {values}) q {postings_of(d, 'q.column1')})",
         _term_params(w, lane.namespace),
     ).fetchone()
     postings = np.fromstring(listed or "", dtype=np.int64, sep=",").reshape(-1, 2)
@@ -724,11 +757,13 @@ class LexicalWrites:
             if self.d.lexical_tail is not None:
                 self._tailed.add(rowid)  # a copy of the tail learns it is gone
             merged = 0
+            segmented = self.d.lexical_segments
+            segments = _in_segments(segmented, "", "?")
             for chunk in chunks(sorted(terms), 500):
                 test, params = self.d.in_list("term", chunk)
                 merged += self.tx.execute(
-                    f"DELETE FROM {MAIN} WHERE namespace = ? AND {test} AND record = ?",
-                    [self.namespace, *params, rowid],
+                    f"DELETE FROM {MAIN} WHERE namespace = ?{segments} AND {test} AND record = ?",
+                    [self.namespace, *[self.namespace] * segmented, *params, rowid],
                 ).rowcount
             if not merged:  # a document of the tail: in no df yet
                 terms = []
@@ -805,13 +840,14 @@ def merge_due(rows: int, tx: Tx, *, over: int = 1) -> bool:
     """Whether the tail, of ``rows`` rows, is due to be merged (``over``: whether it
     holds that many times what is due).
 
-    A merge rewrites pages of :data:`MAIN` in proportion to its size, so per batch it
-    costs least when merges come after a number of batches that grows as the square
-    root of the store, while a search's first copy of the tail reads all of it. So the
-    bound on the tail's rows grows as ``sqrt(TAIL_ROWS * merged / 4)`` (8,000 up to
+    A search seeks each query term once per merge of its namespace where the postings
+    are keyed by merge (else a merge rewrites pages of :data:`MAIN` in proportion to
+    its size), while a search's first copy of the tail reads all of it. So the bound
+    on the tail's rows grows as ``sqrt(TAIL_ROWS * merged / 4)`` (8,000 up to
     32,000 merged records; ~14,000 at 100k records), up to :data:`TAIL_MAX` (from 800k
     records on), the merged documents estimated by every namespace's records less the
-    tail's rows. When to merge never changes what a search finds."""
+    tail's rows: about ``2 * sqrt(n / 2000)`` merges for ``n`` records (12 at 100k, 40
+    at 1M). When to merge never changes what a search finds."""
     if rows < TAIL_ROWS * over:
         return False
     if rows >= TAIL_MAX * over:
@@ -941,10 +977,22 @@ def _move(d: Dialect, tx: Tx, first: int, last: int) -> None:
         f" SELECT namespace, term, df FROM {_COUNTS} WHERE true"
         " ON CONFLICT (namespace, term) DO UPDATE SET df = lexical_terms.df + excluded.df"
     )
-    tx.execute(
-        f"INSERT INTO {MAIN} ({', '.join(POSTING_COLUMNS)})"
-        f" SELECT {', '.join(POSTING_COLUMNS)} FROM {_MERGING}"
-    )
+    if d.lexical_segments:  # appended at the key's end: a segment of this merge's own
+        tx.execute(
+            f"INSERT INTO {SEGMENTS} (namespace, seg)"
+            f" SELECT DISTINCT namespace, ? FROM {_COUNTS}",
+            (last,),
+        )
+        tx.execute(
+            f"INSERT INTO {MAIN} (seg, {', '.join(POSTING_COLUMNS)})"
+            f" SELECT ?, {', '.join(POSTING_COLUMNS)} FROM {_MERGING}",
+            (last,),
+        )
+    else:
+        tx.execute(
+            f"INSERT INTO {MAIN} ({', '.join(POSTING_COLUMNS)})"
+            f" SELECT {', '.join(POSTING_COLUMNS)} FROM {_MERGING}"
+        )
     tx.execute(f"DELETE FROM {TAIL} WHERE seq <= ?", (last,))
     tail = d.lexical_tail
     if tail is not None and tail.on_commit is not None:
@@ -1048,8 +1096,11 @@ def reindex(tx: Tx, namespace: str, language: str, d: Dialect | None = None) -> 
     before there was a tail)."""
     if d is not None and d.lexical_tail is not None:
         merge_tail(d, tx)
-    for table in (MAIN, "lexical_terms", "lexical_stats"):
+    segmented = d is not None and d.lexical_segments
+    for table in (MAIN, "lexical_terms", "lexical_stats", *[SEGMENTS] * segmented):
         tx.execute(f"DELETE FROM {table} WHERE namespace = ?", (namespace,))
+    if segmented:  # the postings written below: merge 0's (the column's default)
+        tx.execute(f"INSERT INTO {SEGMENTS} (namespace, seg) VALUES (?, 0)", (namespace,))
     if documented(d):
         tx.execute(
             f"DELETE FROM {DOCUMENTS} WHERE namespace = ? AND record IN"
@@ -1108,11 +1159,14 @@ def set_language(d: Dialect, tx: Tx, namespace: str, wanted: str) -> bool:
 # -- checks ---------------------------------------------------------------------------
 
 
-def integrity(read: Any, tables: Sequence[str] = (MAIN,), *, documents: bool = False) -> Finding:
+def integrity(
+    read: Any, tables: Sequence[str] = (MAIN,), *, documents: bool = False, segments: bool = False
+) -> Finding:
     """The lexical rows agree with the records: ``read(sql)`` returns rows; ``tables``:
     where the current documents are (:func:`tiers`: the postings, and :data:`TAIL`
     where there is one); ``documents``: whether :data:`DOCUMENTS` is kept
-    (:func:`documented`)."""
+    (:func:`documented`); ``segments``: whether the postings are keyed by merge
+    (``Dialect.lexical_segments``)."""
     tail = TAIL in tables
     in_tail = f"x.record IN (SELECT record FROM {TAIL})"
     tail_length = (
@@ -1136,7 +1190,7 @@ def integrity(read: Any, tables: Sequence[str] = (MAIN,), *, documents: bool = F
         ("terms whose record count is off",  # the tail's documents count once merged
          "SELECT count(*) FROM lexical_terms t WHERE t.df <> "
          f"(SELECT count(*) FROM {MAIN} p WHERE p.namespace = t.namespace"
-         " AND p.term = t.term)"),
+         f"{_in_segments(segments, 'p.', 't.namespace')} AND p.term = t.term)"),
         ("namespaces with records and no statistics",
          "SELECT count(DISTINCT r.namespace) FROM records r WHERE NOT EXISTS"
          " (SELECT 1 FROM lexical_stats s WHERE s.namespace = r.namespace)"),
@@ -1146,7 +1200,14 @@ def integrity(read: Any, tables: Sequence[str] = (MAIN,), *, documents: bool = F
             ("documents of the tail with postings too",
              f"SELECT count(*) FROM {DOCUMENTS} x WHERE {in_tail} AND EXISTS (SELECT 1"
              f" FROM {MAIN} p WHERE p.namespace = x.namespace AND p.record = x.record"
+             f"{_in_segments(segments, 'p.', 'x.namespace')}"
              " AND p.term = substr(x.terms, 1, instr(x.terms || ' ', ' ') - 1))"),
+        )  # fmt: skip
+    if segments:  # a search seeks the postings by the namespace's merges alone
+        checks += (
+            ("postings of no merge of their namespace",
+             f"SELECT count(*) FROM {MAIN} p WHERE NOT EXISTS (SELECT 1 FROM {SEGMENTS} g"
+             " WHERE g.namespace = p.namespace AND g.seg = p.seg)"),
         )  # fmt: skip
     if documents:
         merged = f" AND NOT {in_tail}" if tail else ""

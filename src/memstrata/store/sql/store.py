@@ -558,6 +558,7 @@ class SqlStore:
                 lambda sql: tx.execute(sql).fetchall(),
                 lexical.tiers(self.dialect),
                 documents=lexical.documented(self.dialect),
+                segments=self.dialect.lexical_segments,
             )
         return [*self.dialect.integrity(), text]
 

@@ -147,6 +147,7 @@ class SqliteDialect(Dialect):
     request_threads = 1
     true = "1"
     membership = "in"
+    lexical_segments = True  # m015: each merge appends its postings (lexical.postings_of)
 
     def __init__(self, path: str) -> None:
         self.path = path

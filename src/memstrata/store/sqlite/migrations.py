@@ -583,6 +583,42 @@ def m014_versions_from_the_past(conn: sqlite3.Connection) -> None:
     past.drop_versions(conn)
 
 
+@migration
+def m015_lexical_segments(conn: sqlite3.Connection) -> None:
+    """``lexical_postings`` is keyed by the merge that wrote each posting after the
+    namespace (``seg``), and ``lexical_segments`` lists each namespace's merges
+    (:mod:`memstrata.store.sql.lexical`): a merge then appends its postings at the end
+    of the key instead of among every term's, which rewrote most of the table's pages
+    (at 100k records a merge wrote 3,182 WAL pages against 669). The postings there
+    are merge 0's."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE lexical_postings_by_merge (
+            namespace  TEXT NOT NULL,
+            seg        INTEGER NOT NULL DEFAULT 0,
+            term       TEXT NOT NULL,
+            record     INTEGER NOT NULL,
+            tf         INTEGER NOT NULL,
+            length     INTEGER NOT NULL,
+            PRIMARY KEY (namespace, seg, term, record)
+        ) WITHOUT ROWID;
+        INSERT INTO lexical_postings_by_merge (namespace, seg, term, record, tf, length)
+            SELECT namespace, 0, term, record, tf, length FROM lexical_postings
+            ORDER BY namespace, term, record;
+        DROP TABLE lexical_postings;
+        ALTER TABLE lexical_postings_by_merge RENAME TO lexical_postings;
+        CREATE TABLE lexical_segments (
+            namespace  TEXT NOT NULL,
+            seg        INTEGER NOT NULL,
+            PRIMARY KEY (namespace, seg)
+        ) WITHOUT ROWID;
+        INSERT INTO lexical_segments (namespace, seg)
+            SELECT namespace, 0 FROM lexical_stats;
+        """,
+    )
+
+
 def apply_migrations(conn: sqlite3.Connection, now: int) -> list[str]:
     """Applies what is missing, each in its own transaction. Returns the names applied."""
 
