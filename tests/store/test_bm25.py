@@ -124,9 +124,12 @@ def test_both_backends_rank_as_the_oracle(
                 m.delete(namespace, f"r{index:02d}")
     merges_settled(both["sqlite"])
     if tail is not None and len(corpus) >= tail:
-        segments = both["sqlite"].service.store.db.conn().execute(
-            "SELECT count(*) FROM lexical_segments WHERE namespace = ?", (namespace,)
-        ).fetchone()[0]
+        segments = (
+            both["sqlite"]
+            .service.store.db.conn()
+            .execute("SELECT count(*) FROM lexical_segments WHERE namespace = ?", (namespace,))
+            .fetchone()[0]
+        )
         assert segments >= 1
     for index, content in rewrites:
         if f"r{index:02d}" in contents:

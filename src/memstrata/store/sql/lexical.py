@@ -15,31 +15,31 @@ outgoing content's hash (record time, :mod:`memstrata.store.sql.past`), so a
 statistics.
 
 Where the dialect keeps a tail (``Dialect.lexical_tail``: SQLite), a write writes no
-postings at all: each record's document (its terms, repeated as often as they occur,
-and its length) is one row of :data:`DOCUMENTS`, and its record's rowid is appended to
+postings at all: each record's document (its terms, repeated as often as they occur, and
+its length) is one row of :data:`DOCUMENTS`, and its record's rowid is appended to
 :data:`TAIL` (the documents not merged yet; also on a hard delete, so that whoever
 copied the tail learns of it). A search scores the tail's documents itself, from the
 store's in-process copy of them (:class:`Tail`, refreshed inside the search's read
-transaction from the tail rows appended since), with the same N, mean length and df
-(the tail's documents count in no ``lexical_terms`` df until merged: a search adds
-the copy's counts) and the same whole-number parts: the ranking and scores are those
-of one postings table. ``lexical_postings`` is ordered by term, so a batch's postings
-would land on a page per distinct term; a merge (:func:`merge_tail`: the documents'
-postings made and counted in SQL, then inserted in the key's order) writes them for
-many batches at once, and where the dialect keys the postings by merge after the
-namespace (``Dialect.lexical_segments``: SQLite, ``seg``, listed in :data:`SEGMENTS`)
-it appends them at the key's end as a segment of their own instead of among every
-term's postings, which rewrote most of the table's pages at every merge (a search
-seeks each term once per merge of its namespace: :func:`postings_of`). Once a write
-brings the tail to its bound (:func:`merge_due`), the store merges it beside the
-writers where it can (``Tail.merge``: SQLite's thread, :func:`merge_beside`, which
-makes the postings before it takes the write lock), so no write waits for a merge while the writers leave it a moment; a write that finds the
-tail twice due (none came) merges it itself, so the tail stays bounded. A record's
-postings are always all in ``lexical_postings`` or its document all in the tail
-(written, replaced and merged whole). Such a dialect, and one that says so
-(``Dialect.lexical_documents``: PostgreSQL), finds a record's postings by its terms in
-:data:`DOCUMENTS`, so no postings table carries an index by record, which cost every
-batch (and every merge) as much again as the postings themselves.
+transaction from the tail rows appended since), with the same N, mean length and df (the
+tail's documents count in no ``lexical_terms`` df until merged: a search adds the copy's
+counts) and the same whole-number parts: the ranking and scores are those of one
+postings table. ``lexical_postings`` is ordered by term, so a batch's postings would
+land on a page per distinct term; a merge (:func:`merge_tail`: the documents' postings
+made and counted in SQL, then inserted in the key's order) writes them for many batches
+at once, and where the dialect keys the postings by merge after the namespace
+(``Dialect.lexical_segments``: SQLite, ``seg``, listed in :data:`SEGMENTS`) it appends
+them at the key's end as a segment of their own instead of among every term's postings,
+which rewrote most of the table's pages at every merge (a search seeks each term once
+per merge of its namespace: :func:`postings_of`). Once a write brings the tail to its
+bound (:func:`merge_due`), the store merges it beside the writers where it can
+(``Tail.merge``: SQLite's thread, :func:`merge_beside`, which makes the postings before
+it takes the write lock), so no write waits for a merge while the writers leave it a
+moment; a write that finds the tail twice due (none came) merges it itself, so the tail
+stays bounded. A record's postings are always all in ``lexical_postings`` or its
+document all in the tail (written, replaced and merged whole). Such a dialect, and one
+that says so (``Dialect.lexical_documents``: PostgreSQL), finds a record's postings by
+its terms in :data:`DOCUMENTS`, so no postings table carries an index by record, which
+cost every batch (and every merge) as much again as the postings themselves.
 
 BM25 (k1 = 1.2, b = 0.75, Lucene's idf ``ln(1 + (N - df + 0.5) / (df + 0.5))``, which
 stays positive) with N, the mean length and df of the searched namespace, over every
@@ -979,8 +979,7 @@ def _move(d: Dialect, tx: Tx, first: int, last: int) -> None:
     )
     if d.lexical_segments:  # appended at the key's end: a segment of this merge's own
         tx.execute(
-            f"INSERT INTO {SEGMENTS} (namespace, seg)"
-            f" SELECT DISTINCT namespace, ? FROM {_COUNTS}",
+            f"INSERT INTO {SEGMENTS} (namespace, seg) SELECT DISTINCT namespace, ? FROM {_COUNTS}",
             (last,),
         )
         tx.execute(
