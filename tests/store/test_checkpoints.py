@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
 from tests.support.threads import alive, wait_until_at_most
 
 import memstrata
@@ -82,3 +85,65 @@ def test_a_hard_delete_waits_for_a_checkpoint_beside_it(tmp_path: Path) -> None:
         m.upsert("ns", [{"id": "secret", "content": "the vault code is 7341"}])
         m.delete("ns", "secret", hard=True)
         assert os.path.getsize(f"{path}-wal") == 0
+
+
+class _Scripted(connection.Background):
+    """A task answering, run after run, whether it left work behind."""
+
+    name = "memstrata-test-scripted"
+    every_s = 60.0
+
+    def __init__(self, answers: list[bool]) -> None:
+        super().__init__()
+        self.answers = answers
+        self.runs = 0
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[Callable[[], bool | None]]:
+        def task() -> bool:
+            self.runs += 1
+            return self.answers.pop(0)
+
+        yield task
+
+
+def test_a_task_that_left_work_behind_runs_again_at_the_next_ask() -> None:
+    """Runs are at most one every ``every_s`` (here a minute), unless the last one left
+    work behind: the next ask is then answered at once."""
+    task = _Scripted([True, False, False])
+    try:
+        task.ask()
+        assert task.settle(10.0) and task.runs == 1
+        task.ask()  # the first left work behind: no minute's wait
+        assert task.settle(10.0) and task.runs == 2
+        task.ask()  # the second did not: this one waits out the minute
+        assert not task.settle(0.5) and task.runs == 2
+    finally:
+        task.stop()
+
+
+def test_the_checkpoint_beside_the_writers_says_when_it_is_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Behind: frames it could not copy (a reader still on an older state), or a WAL
+    half the size at which a writer would checkpoint it in its commit, which SQLite
+    starts over only at a write that finds it all copied."""
+    path = tmp_path / "m.db"
+    with memstrata.open(path, embedder="hash", background_jobs=False) as m:
+        m.service.store.db.conn().execute("PRAGMA wal_autocheckpoint = 0")  # none of its own
+        with connection.Checkpointer(str(path)).session() as checkpoint:
+            m.upsert("ns", _batch(0, 20))
+            assert checkpoint() is False  # all copied, a small WAL
+            reader = connection.connect(str(path))
+            try:
+                reader.execute("BEGIN")
+                reader.execute("SELECT count(*) FROM records").fetchone()  # holds its state
+                m.upsert("ns", _batch(20, 20))
+                assert checkpoint() is True  # the frames after the reader's state stay
+                reader.execute("COMMIT")
+            finally:
+                reader.close()
+            assert checkpoint() is False
+            monkeypatch.setattr(connection, "WAL_CHECKPOINT_PAGES", 2)
+            m.upsert("ns", _batch(40, 20))
+            assert checkpoint() is True  # copied, but the WAL is past half of 2 pages

@@ -120,7 +120,7 @@ class Merger(Background):
         self._dialect = weakref.ref(dialect)
 
     @contextmanager
-    def session(self) -> Iterator[Callable[[], None]]:
+    def session(self) -> Iterator[Callable[[], bool | None]]:
         def merge() -> None:
             d = self._dialect()
             if d is not None:
