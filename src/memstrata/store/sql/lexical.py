@@ -757,13 +757,13 @@ class LexicalWrites:
             if self.d.lexical_tail is not None:
                 self._tailed.add(rowid)  # a copy of the tail learns it is gone
             merged = 0
-            segmented = self.d.lexical_segments
-            segments = _in_segments(segmented, "", "?")
+            segments = _in_segments(self.d.lexical_segments, "", "?")
+            by_merge = [self.namespace] if segments else []  # the IN's namespace
             for chunk in chunks(sorted(terms), 500):
                 test, params = self.d.in_list("term", chunk)
                 merged += self.tx.execute(
                     f"DELETE FROM {MAIN} WHERE namespace = ?{segments} AND {test} AND record = ?",
-                    [self.namespace, *[self.namespace] * segmented, *params, rowid],
+                    [self.namespace, *by_merge, *params, rowid],
                 ).rowcount
             if not merged:  # a document of the tail: in no df yet
                 terms = []

@@ -421,12 +421,13 @@ class Checkpointer(Background):
     for no reader or writer; what it cannot copy yet, the next one does). Asked by
     every commit of the process that commits.
 
-    A checkpoint that ends behind the WAL (the writers committed while it copied) is
-    followed by another at the next commit, not a second later: SQLite starts the WAL
-    over only at a write that finds every frame of it copied, and a second's copy of
-    back-to-back batches never caught up with them, so the WAL grew until a writer
-    checkpointed it itself in its commit (~100 ms, every ~40 batches at 100k records);
-    the copy at the next commit is of one commit's pages."""
+    A checkpoint that ends behind (frames a reader still needs), or with the WAL past
+    half of :data:`WAL_CHECKPOINT_PAGES`, is followed by another at the next commit,
+    not a second later: SQLite starts the WAL over only at a write whose transaction
+    began with every frame copied, which a second's copy never left back-to-back
+    batches, so the WAL grew until a commit checkpointed it itself (~13,000 frames,
+    104-148 ms, twice in 100k records). The copy at the next commit is of one
+    commit's pages, and the WAL starts over once one ends before the next write."""
 
     name = "memstrata-checkpoint"
     every_s = CHECKPOINT_EVERY_S
