@@ -143,10 +143,7 @@ def packed(counts: Counter[str]) -> str:
     """A document's terms as :data:`DOCUMENTS` holds them (a term is a run of letters
     and digits, never a space), each as often as the content holds it, in order: one
     content, one text."""
-    terms = sorted(counts)
-    if len(terms) == counts.total():  # each term once, as in nearly every document
-        return " ".join(terms)
-    return " ".join([term for term in terms for _ in range(counts[term])])
+    return " ".join(sorted(counts.elements()))
 
 
 def postings_of(d: Dialect, term: str, alias: str = "p") -> str:
@@ -977,21 +974,18 @@ def _move(d: Dialect, tx: Tx, first: int, last: int) -> None:
         f" SELECT namespace, term, df FROM {_COUNTS} WHERE true"
         " ON CONFLICT (namespace, term) DO UPDATE SET df = lexical_terms.df + excluded.df"
     )
-    if d.lexical_segments:  # appended at the key's end: a segment of this merge's own
-        tx.execute(
-            f"INSERT INTO {SEGMENTS} (namespace, seg) SELECT DISTINCT namespace, ? FROM {_COUNTS}",
-            (last,),
-        )
-        tx.execute(
-            f"INSERT INTO {MAIN} (seg, {', '.join(POSTING_COLUMNS)})"
-            f" SELECT ?, {', '.join(POSTING_COLUMNS)} FROM {_MERGING}",
-            (last,),
-        )
-    else:
-        tx.execute(
-            f"INSERT INTO {MAIN} ({', '.join(POSTING_COLUMNS)})"
-            f" SELECT {', '.join(POSTING_COLUMNS)} FROM {_MERGING}"
-        )
+    # appended at the key's end, a segment of this merge's own (a dialect that keeps a
+    # tail keys its postings by merge: SQLite)
+    assert d.lexical_segments
+    tx.execute(
+        f"INSERT INTO {SEGMENTS} (namespace, seg) SELECT DISTINCT namespace, ? FROM {_COUNTS}",
+        (last,),
+    )
+    tx.execute(
+        f"INSERT INTO {MAIN} (seg, {', '.join(POSTING_COLUMNS)})"
+        f" SELECT ?, {', '.join(POSTING_COLUMNS)} FROM {_MERGING}",
+        (last,),
+    )
     tx.execute(f"DELETE FROM {TAIL} WHERE seq <= ?", (last,))
     tail = d.lexical_tail
     if tail is not None and tail.on_commit is not None:
@@ -1096,7 +1090,7 @@ def reindex(tx: Tx, namespace: str, language: str, d: Dialect | None = None) -> 
     if d is not None and d.lexical_tail is not None:
         merge_tail(d, tx)
     segmented = d is not None and d.lexical_segments
-    for table in (MAIN, "lexical_terms", "lexical_stats", *[SEGMENTS] * segmented):
+    for table in (MAIN, "lexical_terms", "lexical_stats", *([SEGMENTS] if segmented else [])):
         tx.execute(f"DELETE FROM {table} WHERE namespace = ?", (namespace,))
     if segmented:  # the postings written below: merge 0's (the column's default)
         tx.execute(f"INSERT INTO {SEGMENTS} (namespace, seg) VALUES (?, 0)", (namespace,))
