@@ -6,7 +6,6 @@ one postings table would."""
 from __future__ import annotations
 
 import itertools
-import sqlite3
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -14,12 +13,18 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.support import pg
-from tests.support.raw import backend_of, dump_tables, merges_settled, scalar, tail_postings
+from tests.support.raw import (
+    backend_of,
+    dump_tables,
+    merges_settled,
+    scalar,
+    select,
+    tail_postings,
+)
 
 import memstrata
 from memstrata.store.sql import lexical
@@ -48,7 +53,7 @@ def _lexical_rows(target: str, namespace: str) -> dict[str, list[tuple[Any, ...]
     counts and statistics; records by id rather than rowid, so two namespaces compare."""
     rows = dump_tables(target, ["lexical_postings", "lexical_terms", "lexical_stats", "records"])
     tail = tail_postings(target) if backend_of(target) == "sqlite" else []
-    ids = dict(_select(target, "SELECT rowid, id FROM records"))
+    ids = dict(select(target, "SELECT rowid, id FROM records"))
     postings = sorted(
         (row[1], ids[row[2]], row[3], row[4])
         for row in [*rows["lexical_postings"], *tail]
@@ -60,17 +65,6 @@ def _lexical_rows(target: str, namespace: str) -> dict[str, list[tuple[Any, ...]
     terms = sorted(df.items())
     stats = [row[1:] for row in rows["lexical_stats"] if row[0] == namespace]
     return {"postings": postings, "terms": terms, "stats": stats}
-
-
-def _select(target: str, sql: str) -> list[tuple[Any, ...]]:
-    if backend_of(target) == "postgres":
-        with psycopg.connect(target) as conn:
-            return conn.execute(sql.encode()).fetchall()
-    conn = sqlite3.connect(target)
-    try:
-        return conn.execute(sql).fetchall()
-    finally:
-        conn.close()
 
 
 def _ranked(m: memstrata.Memory, namespace: str, query: str, **options: Any) -> list[Any]:

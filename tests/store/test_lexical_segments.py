@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.support.raw import merges_settled, scalar
+from tests.support.raw import merges_settled, scalar, select
 
 import memstrata
 from memstrata.store.sql import lexical
@@ -45,23 +45,15 @@ def merged_thrice(
         yield path, m
 
 
-def _rows(path: str, sql: str) -> list[tuple[object, ...]]:
-    conn = sqlite3.connect(path)
-    try:
-        return conn.execute(sql).fetchall()
-    finally:
-        conn.close()
-
-
 def test_each_merge_appends_a_segment_of_its_own(
     merged_thrice: tuple[str, memstrata.Memory],
 ) -> None:
     path, m = merged_thrice
-    segments = _rows(path, "SELECT namespace, seg FROM lexical_segments ORDER BY namespace, seg")
+    segments = select(path, "SELECT namespace, seg FROM lexical_segments ORDER BY namespace, seg")
     by_ns = {ns: [seg for n, seg in segments if n == ns] for ns in ("a", "b")}
     assert len(by_ns["a"]) == 3 and by_ns["a"] == by_ns["b"]  # one merge held both
     # a merge's postings are of the records it merged: the batch of each segment
-    held = _rows(path, "SELECT DISTINCT p.seg, substr(r.id, 1, 2) FROM lexical_postings p"
+    held = select(path, "SELECT DISTINCT p.seg, substr(r.id, 1, 2) FROM lexical_postings p"
                        " JOIN records r ON r.rowid = p.record ORDER BY p.seg")  # fmt: skip
     assert [batch for _, batch in held] == ["r0", "r1", "r2"]
     assert [seg for seg, _ in held] == by_ns["a"]

@@ -110,19 +110,23 @@ def spoil_sqlite_file(memory: Any, path: Path) -> None:
     os.replace(replacement, path)
 
 
-def scalar(target: str, sql: str, params: tuple[Any, ...] = ()) -> Any:
-    """The one value a query (``?`` placeholders) returns."""
+def select(target: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every row a query (``?`` placeholders) returns."""
     if backend_of(target) == "postgres":
         with psycopg.connect(target) as conn:
-            row = conn.execute(sql.replace("?", "%s").encode(), params).fetchone()
-    else:
-        conn = sqlite3.connect(target)
-        try:
-            row = conn.execute(sql, params).fetchone()
-        finally:
-            conn.close()
-    assert row is not None
-    return row[0]
+            return conn.execute(sql.replace("?", "%s").encode(), params).fetchall()
+    conn = sqlite3.connect(target)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+def scalar(target: str, sql: str, params: tuple[Any, ...] = ()) -> Any:
+    """The one value a query (``?`` placeholders) returns."""
+    rows = select(target, sql, params)
+    assert rows
+    return rows[0][0]
 
 
 def tail_postings(target: str) -> list[tuple[Any, ...]]:
