@@ -1,0 +1,75 @@
+"""SQLite's memory statistics are turned off at the first database memstrata opens in a
+process that holds nothing of SQLite's yet (``store.sqlite.library``), and left as
+they are anywhere that could disturb someone. Each case is a fresh Python process: the
+setting is the process's, and the test process has long opened databases."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(
+    sys.platform != "linux", reason="memstrata changes the setting on Linux only"
+)
+
+#: Prints SQLite's memory in use with a store open (0 where its statistics are off),
+#: what a later attempt to turn them off returns, and what a search of the store finds.
+_PROBE = """
+import ctypes, json, sqlite3, sys, threading
+import _sqlite3
+library = ctypes.CDLL(_sqlite3.__file__)
+library.sqlite3_memory_used.restype = ctypes.c_int64
+{before}
+import memstrata
+from memstrata.store.sqlite.library import memory_statistics_off
+memory = memstrata.open(sys.argv[1], embedder="hash", background_jobs=False)
+memory.upsert("n", [{{"id": "a", "content": "the mill by the river"}}])
+found = [hit.record.id for hit in memory.search("n", "river").hits]
+print(json.dumps({{"used": library.sqlite3_memory_used(), "again": memory_statistics_off(),
+                  "found": found}}))
+memory.close()
+"""
+
+
+def _run(tmp_path: Path, before: str = "") -> dict[str, object]:
+    script = _PROBE.format(before=textwrap.dedent(before))
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "m.db")],
+        capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_the_first_database_of_a_fresh_process_turns_the_statistics_off(
+    tmp_path: Path,
+) -> None:
+    result = _run(tmp_path)
+    assert result["used"] == 0  # a store is open, and SQLite counts none of its memory
+    assert result["again"] is False  # once per process
+    assert result["found"] == ["a"]  # the store works as ever afterwards
+
+
+def test_a_process_that_already_holds_a_sqlite_connection_keeps_its_statistics(
+    tmp_path: Path,
+) -> None:
+    result = _run(tmp_path, "held = sqlite3.connect(':memory:')")
+    assert result["used"] > 0  # type: ignore[operator]
+    assert result["found"] == ["a"]
+
+
+def test_a_process_with_another_thread_running_keeps_its_statistics(tmp_path: Path) -> None:
+    result = _run(
+        tmp_path,
+        """
+        stop = threading.Event()
+        threading.Thread(target=stop.wait, daemon=True).start()
+        """,
+    )
+    assert result["used"] > 0  # type: ignore[operator]
+    assert result["found"] == ["a"]
