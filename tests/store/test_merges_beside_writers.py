@@ -6,12 +6,13 @@ the documents are never changes what a search finds. A real file, a real store."
 from __future__ import annotations
 
 import gc
+import sqlite3
 import threading
 from functools import partial
 from pathlib import Path
 
 import pytest
-from tests.support.raw import merges_settled, scalar
+from tests.support.raw import merges_settled, scalar, select
 from tests.support.threads import alive, wait_until_at_most
 
 import memstrata
@@ -232,3 +233,161 @@ def test_a_merge_gives_up_when_another_came_between(
                         background_jobs=False) as one:  # fmt: skip
         one.upsert("ns", _batch(0, 2 * bound))
         assert _ranked(one) == found and any(found)
+
+
+class _CopyHeld:
+    """``lexical.merge_beside`` on a thread of the test's, its postings copied into the
+    postings table a few at a time (``MOVE_CHUNK`` = 4), stopped once ``copies`` of
+    them have committed (``fail``: and ended there, as by a crash of its process)."""
+
+    def __init__(
+        self, m: memstrata.Memory, monkeypatch: pytest.MonkeyPatch, copies: int = 1,
+        *, fail: bool = False,
+    ) -> None:  # fmt: skip
+        self.held, self.go = threading.Event(), threading.Event()
+        monkeypatch.setattr(lexical, "MOVE_CHUNK", 4)
+        monkeypatch.setattr(lexical, "MOVE_WAIT_S", 0.0)
+        copy, made = lexical._copy, []
+
+        def counted(*args: object) -> tuple[str, list[object]]:
+            if threading.current_thread() is self.thread:
+                if len(made) == copies:
+                    self.held.set()
+                    if fail:
+                        raise RuntimeError("the merge's process ends here")
+                    assert self.go.wait(30)
+                made.append(args)
+            return copy(*args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(lexical, "_copy", counted)
+        dialect = m.service.store.dialect
+        monkeypatch.setattr(dialect.lexical_tail, "merge", lambda: None)
+        self.thread = threading.Thread(target=self._run, args=(dialect,))
+        self.failed: list[BaseException] = []
+
+    def _run(self, dialect: object) -> None:
+        try:
+            lexical.merge_beside(dialect)  # type: ignore[arg-type]
+        except RuntimeError as error:
+            self.failed.append(error)
+
+    def __enter__(self) -> _CopyHeld:
+        self.thread.start()
+        assert self.held.wait(30)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.go.set()
+        self.thread.join(30)
+        assert not self.thread.is_alive()
+
+
+def _copied(path: str) -> int:
+    """Postings of a segment some merge has claimed and not listed yet."""
+    return int(scalar(path, f"SELECT count(*) FROM {lexical.MAIN} p JOIN {lexical.PENDING} c"
+                            " ON c.namespace = p.namespace AND c.seg = p.seg"))  # fmt: skip
+
+
+def _ok(m: memstrata.Memory) -> None:
+    report = m.service.store.integrity()
+    assert all(f.ok for f in report), [f.problems for f in report]
+
+
+def test_postings_a_merge_has_copied_are_in_no_search_until_it_lists_them(
+    tmp_path: Path, bound: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between a merge's copies: its postings are in the table under a claimed
+    segment, every search ranks as before, and writes go on. A record rewritten and
+    one hard-deleted after their postings were copied keep none of them (the hard
+    delete at once), records written meanwhile stay in the tail, and once listed the
+    store ranks as one written in one go."""
+    path = str(tmp_path / "m.db")
+    with memstrata.open(path, embedder="none", background_jobs=False) as m:
+        held = _CopyHeld(m, monkeypatch)
+        m.upsert("ns", _batch(0, bound))
+        before = _ranked(m)
+        with held:
+            copied = select(path, f"SELECT DISTINCT p.record FROM {lexical.MAIN} p"
+                                  f" JOIN {lexical.PENDING} c ON c.seg = p.seg")  # fmt: skip
+            assert copied and _copied(path) == scalar(path, f"SELECT count(*) FROM {lexical.MAIN}")
+            assert _ranked(m) == before
+            _ok(m)
+            rowids = {_rowid(path, f"r{i}"): f"r{i}" for i in range(bound)}
+            gone, rewritten = (rowids[row[0]] for row in copied[:2])
+            m.upsert("ns", _batch(bound, 3))
+            m.upsert("ns", [{"id": rewritten, "content": "old road house"}])
+            m.delete("ns", gone, hard=True)
+            assert scalar(path, f"SELECT count(*) FROM {lexical.MAIN} WHERE record = ?",
+                          (copied[1][0],)) == 0  # fmt: skip
+            _ok(m)
+        assert not held.failed
+        assert scalar(path, f"SELECT count(*) FROM {lexical.PENDING}") == 0
+        # the tail: the three new records, the rewrite and the removal
+        assert scalar(path, f"SELECT count(*) FROM {lexical.TAIL}") == 5
+        for record in (copied[0][0], copied[1][0]):
+            assert scalar(path, f"SELECT count(*) FROM {lexical.MAIN} WHERE record = ?",
+                          (record,)) == 0  # fmt: skip
+        found = _ranked(m)
+        _ok(m)
+    with memstrata.open(str(tmp_path / "one.db"), embedder="none",
+                        background_jobs=False) as one:  # fmt: skip
+        final = [r for r in _batch(0, bound + 3) if r["id"] != gone]
+        one.upsert("ns", [{**r, "content": "old road house"} if r["id"] == rewritten else r
+                          for r in final])  # fmt: skip
+        assert _ranked(one) == found and any(found)
+
+
+def test_a_merge_that_ends_between_its_copies_leaves_them_to_the_next_one(
+    tmp_path: Path, bound: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A merge ended after its first copy (its process gone): what it copied is in
+    no search and no count, a hard delete still leaves none of a record's postings
+    there, and the next merge that lists its own removes them with the claim."""
+    path = str(tmp_path / "m.db")
+    with memstrata.open(path, embedder="none", background_jobs=False) as m:
+        held = _CopyHeld(m, monkeypatch, fail=True)
+        m.upsert("ns", _batch(0, bound))
+        before = _ranked(m)
+        with held:
+            pass
+        assert held.failed
+        copied = select(path, f"SELECT DISTINCT p.record FROM {lexical.MAIN} p"
+                              f" JOIN {lexical.PENDING} c ON c.seg = p.seg")  # fmt: skip
+        assert copied and _copied(path) > 0
+        assert _ranked(m) == before
+        _ok(m)
+        gone = str(scalar(path, "SELECT id FROM records WHERE rowid = ?", (copied[0][0],)))
+        m.delete("ns", gone, hard=True)
+        assert scalar(path, f"SELECT count(*) FROM {lexical.MAIN} WHERE record = ?",
+                      (copied[0][0],)) == 0  # fmt: skip
+        monkeypatch.undo()  # the store's own thread merges again, as it does
+        monkeypatch.setattr(lexical, "TAIL_ROWS", bound)
+        monkeypatch.setattr(lexical, "TAIL_MAX", bound)
+        m.upsert("ns", _batch(bound, 2))
+        merges_settled(m)
+        assert scalar(path, f"SELECT count(*) FROM {lexical.PENDING}") == 0
+        assert scalar(path, f"SELECT count(*) FROM {lexical.TAIL}") == 0
+        found = _ranked(m)
+        _ok(m)
+    with memstrata.open(str(tmp_path / "one.db"), embedder="none",
+                        background_jobs=False) as one:  # fmt: skip
+        one.upsert("ns", [r for r in _batch(0, bound + 2) if r["id"] != gone])
+        assert _ranked(one) == found and any(found)
+
+
+def test_a_merge_whose_segment_another_claimed_gives_up(
+    tmp_path: Path, bound: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes' merges of the same tail rows claim the same segment: the one
+    that comes second copies nothing and leaves the tail whole."""
+    path = str(tmp_path / "m.db")
+    with memstrata.open(path, embedder="none", background_jobs=False) as m:
+        monkeypatch.setattr(m.service.store.dialect.lexical_tail, "merge", lambda: None)
+        m.upsert("ns", _batch(0, bound))
+        last = scalar(path, f"SELECT max(seq) FROM {lexical.TAIL}")
+        with sqlite3.connect(path) as other:  # the other process's claim
+            other.execute(f"INSERT INTO {lexical.PENDING} VALUES ('ns', ?)", (last,))
+        lexical.merge_beside(m.service.store.dialect)
+        assert scalar(path, f"SELECT count(*) FROM {lexical.TAIL}") == bound
+        assert scalar(path, f"SELECT count(*) FROM {lexical.MAIN}") == 0
+        assert _ranked(m) and any(_ranked(m))

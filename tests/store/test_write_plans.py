@@ -14,11 +14,11 @@ import memstrata
 from memstrata.embedding.hash import HashEmbedder
 
 # tables read by the namespace alone because the namespace is their whole key, or
-# (lexical_segments) its merges, a few, or (entities) because resolution compares a
+# (lexical_segments, lexical_pending) its merges, a few, or (entities) because resolution compares a
 # new name with every entity of the namespace;
 # and tables of one row, or (lexical_tail) of a bounded few, which a merge reads whole;
 # and a multi-row VALUES list, the statement's own rows ("SCAN 4 CONSTANT ROWS")
-KEYED_BY_NAMESPACE = {"lexical_stats", "lexical_segments", "entities"}
+KEYED_BY_NAMESPACE = {"lexical_stats", "lexical_segments", "lexical_pending", "entities"}
 ONE_ROW = {"vector_seq", "lexical_tail", "sqlite_sequence", "CONSTANT ROW"}
 OWN_ROWS = re.compile(r"\d+ CONSTANT ROWS")
 DML = re.compile(r"\s*(SELECT|INSERT|UPDATE|DELETE|WITH)\b", re.IGNORECASE)

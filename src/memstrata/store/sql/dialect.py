@@ -54,6 +54,20 @@ class Database(Protocol):
     def close(self) -> None: ...
 
 
+class WriterBeside(Database, Protocol):
+    """A database where a thread works beside the writers (SQLite's lexical merge):
+    it can start at the writers' next commit, and write one statement that holds the
+    write lock for its own time alone."""
+
+    def next_commit(self, timeout: float) -> None:
+        """Waits until a write of the process commits, or ``timeout`` seconds."""
+        ...
+
+    def write_one(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Runs one statement as a write transaction of its own; its row count."""
+        ...
+
+
 @dataclass(frozen=True)
 class Lane:
     """One lane's part of a search: the namespace, the request, its time window

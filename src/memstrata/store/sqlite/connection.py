@@ -461,6 +461,9 @@ class Database:
         self._write_lock = threading.RLock()
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
+        #: Notified at each write transaction's commit (:meth:`next_commit`).
+        self._committed = threading.Condition()
+        self._commits = 0
         self._checkpointer = Checkpointer(path) if path != ":memory:" else None
         if self._checkpointer is not None:  # a store dropped unclosed ends its thread too
             weakref.finalize(self, self._checkpointer.stop, wait=False)
@@ -524,8 +527,33 @@ class Database:
             finally:
                 self._local.depth = 0
                 self._local.tx = None
+            with self._committed:
+                self._commits += 1
+                self._committed.notify_all()
             for hook in tx.committed:
                 hook()
+
+    def next_commit(self, timeout: float) -> None:
+        """Waits until another write transaction of the process has committed, or
+        ``timeout`` seconds: the writers' next moment without the write lock begins."""
+        with self._committed:
+            seen = self._commits
+            self._committed.wait_for(lambda: self._commits != seen, timeout)
+
+    def write_one(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Runs one statement as a write transaction of its own, under the process's
+        write lock; its row count. SQLite takes the file's write lock, writes and
+        commits within the one call that runs the statement, which never waits for
+        Python's lock meanwhile: the write lock is held for the statement's own time,
+        where a transaction of several statements also holds it while its thread waits
+        for its turn at Python's lock between them (up to 5 ms each while another
+        thread runs Python)."""
+        conn = self.conn()
+        assert not self._local.depth, "a statement of its own, in no transaction"
+        counted: list[int] = []
+        with translated(self.path), self._write_lock:
+            _with_lock_retry(lambda: counted.append(conn.execute(sql, params).rowcount))
+        return counted[0]
 
     def writing(self) -> bool:
         """Whether the calling thread is inside a write transaction."""

@@ -619,6 +619,23 @@ def m015_lexical_segments(conn: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m016_lexical_pending(conn: sqlite3.Connection) -> None:
+    """``lexical_pending`` lists the segments a merge beside the writers is copying
+    into ``lexical_postings`` before it lists them in ``lexical_segments``
+    (:func:`memstrata.store.sql.lexical.merge_beside`)."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE lexical_pending (
+            namespace  TEXT NOT NULL,
+            seg        INTEGER NOT NULL,
+            PRIMARY KEY (namespace, seg)
+        ) WITHOUT ROWID;
+        """,
+    )
+
+
 def apply_migrations(conn: sqlite3.Connection, now: int) -> list[str]:
     """Applies what is missing, each in its own transaction. Returns the names applied."""
 
