@@ -18,7 +18,8 @@ pytestmark = pytest.mark.skipif(
 )
 
 #: Prints SQLite's memory in use with a store open (0 where its statistics are off),
-#: what a later attempt to turn them off returns, and what a search of the store finds.
+#: what a later attempt to turn them off returns, what a search of the store finds,
+#: and the interpreter's switch interval after.
 _PROBE = """
 import ctypes, json, sqlite3, sys, threading
 import _sqlite3
@@ -31,7 +32,7 @@ memory = memstrata.open(sys.argv[1], embedder="hash", background_jobs=False)
 memory.upsert("n", [{{"id": "a", "content": "the mill by the river"}}])
 found = [hit.record.id for hit in memory.search("n", "river").hits]
 print(json.dumps({{"used": library.sqlite3_memory_used(), "again": memory_statistics_off(),
-                  "found": found}}))
+                  "found": found, "interval": sys.getswitchinterval()}}))
 memory.close()
 """
 
@@ -63,12 +64,33 @@ def test_a_process_that_already_holds_a_sqlite_connection_keeps_its_statistics(
     assert result["found"] == ["a"]
 
 
-def test_a_process_with_another_thread_running_keeps_its_statistics(tmp_path: Path) -> None:
+def test_another_thread_running_does_not_keep_them_on(tmp_path: Path) -> None:
+    """A server's threads (an event loop, a pool) hold nothing of SQLite's: the
+    statistics still go off, the switch interval is the process's again after."""
     result = _run(
         tmp_path,
         """
         stop = threading.Event()
         threading.Thread(target=stop.wait, daemon=True).start()
+        sys.setswitchinterval(0.004)
+        """,
+    )
+    assert result["used"] == 0
+    assert result["interval"] == 0.004
+    assert result["found"] == ["a"]
+
+
+def test_a_thread_holding_a_connection_keeps_them_on(tmp_path: Path) -> None:
+    result = _run(
+        tmp_path,
+        """
+        opened, stop = threading.Event(), threading.Event()
+        def hold():
+            held = sqlite3.connect(":memory:")
+            opened.set()
+            stop.wait()
+        threading.Thread(target=hold, daemon=True).start()
+        opened.wait(10)
         """,
     )
     assert result["used"] > 0  # type: ignore[operator]

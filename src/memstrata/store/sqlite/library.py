@@ -12,12 +12,13 @@ sets none of.
 
 The setting can change only while SQLite holds nothing (shut down, set, initialized
 again), and it is the process's, not a connection's: so it is made once, at the first
-database memstrata opens, and only where that is certain to disturb no one. Nothing of
-SQLite's may be alive (its memory in use is 0 with the statistics on: a probe connection
-shows that they are, and that the library the ``sqlite3`` module runs is the one
-reached here), no other Python thread may run (one could be opening a database), and
-only on Linux, where a variadic C function is called as ctypes calls any. Anywhere else
-SQLite stays as it was.
+database memstrata opens, and only where that disturbs no one. Nothing of SQLite's may
+be alive: its memory in use is 0 with the statistics on (a probe connection shows that
+they are, and that the library the ``sqlite3`` module runs is the one reached here).
+The last check and the change run as calls that keep Python's lock (``ctypes.PyDLL``)
+with the interpreter's switch interval raised meanwhile, so no other Python thread can
+open a database in between. Only on Linux, where a variadic C function is called as
+ctypes calls any; anywhere else SQLite stays as it was.
 """
 
 from __future__ import annotations
@@ -30,15 +31,17 @@ import threading
 #: ``sqlite3_config`` option: whether to count allocations (sqlite3.h).
 _CONFIG_MEMSTATUS = 9
 _SQLITE_OK = 0
+#: Seconds between the interpreter's thread switches while the setting changes: longer
+#: than the change takes (microseconds), so none comes in between.
+_HELD_S = 60.0
 
 _lock = threading.Lock()
 _tried = False
 
 
 def _library() -> ctypes.PyDLL | None:
-    """The SQLite library of the ``sqlite3`` module (its extension module's own
-    symbols, or those of the library it links): called holding the GIL (``PyDLL``), so
-    no Python thread runs between the last check and the shutdown."""
+    """The SQLite library of the ``sqlite3`` module (its extension module's own symbols,
+    or those of the library it links), called without releasing Python's lock."""
     import _sqlite3
 
     try:
@@ -62,18 +65,21 @@ def memory_statistics_off() -> bool:
         if _tried:
             return False
         _tried = True
-        if sys.platform != "linux" or threading.active_count() != 1:
-            return False
-        library = _library()
+        library = _library() if sys.platform == "linux" else None
         if library is None or library.sqlite3_memory_used() != 0:
             return False  # not reachable, or something of SQLite's is alive
         probe = sqlite3.connect(":memory:")
         counted = library.sqlite3_memory_used() > 0
         probe.close()
-        if not counted or library.sqlite3_memory_used() != 0:
+        if not counted:
             return False  # statistics off already, or another copy of the library
-        if library.sqlite3_shutdown() != _SQLITE_OK:
-            return False
-        done = library.sqlite3_config(_CONFIG_MEMSTATUS, ctypes.c_int(0)) == _SQLITE_OK
-        library.sqlite3_initialize()
-        return done
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(_HELD_S)
+        try:
+            if library.sqlite3_memory_used() != 0 or library.sqlite3_shutdown() != _SQLITE_OK:
+                return False
+            done = library.sqlite3_config(_CONFIG_MEMSTATUS, ctypes.c_int(0)) == _SQLITE_OK
+            library.sqlite3_initialize()
+        finally:
+            sys.setswitchinterval(interval)
+        return bool(done)
