@@ -140,37 +140,54 @@ def test_a_store_dropped_unclosed_ends_its_merge_thread(tmp_path: Path, bound: i
     assert wait_until_at_most(Merger.name, before) == before
 
 
-class _Paused:
-    """``lexical.merge_beside`` on a thread of the test's, stopped once it has made its
-    postings (in its read transaction) and before it moves them (in a write): what the
-    writers do in between is what a merge beside them must leave in the tail."""
+class _Held:
+    """``lexical.merge_beside`` on a thread of the test's (the store's own thread is
+    never asked), held where a subclass calls :meth:`hold` until the ``with`` block
+    ends; what the writers do inside is what the merge must allow for."""
 
     def __init__(self, m: memstrata.Memory, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.made, self.go = threading.Event(), threading.Event()
-        prepare = lexical._prepare
-
-        def paused(tx: object, last: int) -> None:
-            prepare(tx, last)  # type: ignore[arg-type]
-            if threading.current_thread() is self.thread:
-                self.made.set()
-                assert self.go.wait(30)
-
-        monkeypatch.setattr(lexical, "_prepare", paused)
+        self.reached, self.go = threading.Event(), threading.Event()
+        self.failed: list[BaseException] = []
         dialect = m.service.store.dialect
-        # the store's own thread is never asked: this test's thread is the merge beside
-        # the writers
         monkeypatch.setattr(dialect.lexical_tail, "merge", lambda: None)
-        self.thread = threading.Thread(target=lexical.merge_beside, args=(dialect,))
+        self.thread = threading.Thread(target=self._run, args=(dialect,))
 
-    def __enter__(self) -> _Paused:
+    def _run(self, dialect: object) -> None:
+        try:
+            lexical.merge_beside(dialect)  # type: ignore[arg-type]
+        except RuntimeError as error:  # a merge made to end there (its process gone)
+            self.failed.append(error)
+
+    def hold(self) -> None:
+        """On the merge's thread: waits for the block to end."""
+        if threading.current_thread() is self.thread:
+            self.reached.set()
+            assert self.go.wait(30)
+
+    def __enter__(self) -> _Held:
         self.thread.start()
-        assert self.made.wait(30)
+        assert self.reached.wait(30)
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.go.set()
         self.thread.join(30)
         assert not self.thread.is_alive()
+
+
+class _Paused(_Held):
+    """Held once the merge has made its postings (in its read transaction), before it
+    claims and copies them."""
+
+    def __init__(self, m: memstrata.Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+        super().__init__(m, monkeypatch)
+        prepare = lexical._prepare
+
+        def paused(tx: object, last: int) -> None:
+            prepare(tx, last)  # type: ignore[arg-type]
+            self.hold()
+
+        monkeypatch.setattr(lexical, "_prepare", paused)
 
 
 def _rowid(path: str, record_id: str) -> int:
@@ -235,16 +252,16 @@ def test_a_merge_gives_up_when_another_came_between(
         assert _ranked(one) == found and any(found)
 
 
-class _CopyHeld:
-    """``lexical.merge_beside`` on a thread of the test's, its postings copied into the
-    postings table a few at a time (``MOVE_CHUNK`` = 4), stopped once ``copies`` of
-    them have committed (``fail``: and ended there, as by a crash of its process)."""
+class _CopyHeld(_Held):
+    """Held once ``copies`` of the merge's copies into the postings table have
+    committed (``MOVE_CHUNK`` = 4: a few postings each; ``fail``: and ended there, as
+    by a crash of its process)."""
 
     def __init__(
         self, m: memstrata.Memory, monkeypatch: pytest.MonkeyPatch, copies: int = 1,
         *, fail: bool = False,
     ) -> None:  # fmt: skip
-        self.held, self.go = threading.Event(), threading.Event()
+        super().__init__(m, monkeypatch)
         monkeypatch.setattr(lexical, "MOVE_CHUNK", 4)
         monkeypatch.setattr(lexical, "MOVE_WAIT_S", 0.0)
         copy, made = lexical._copy, []
@@ -252,34 +269,14 @@ class _CopyHeld:
         def counted(*args: object) -> tuple[str, list[object]]:
             if threading.current_thread() is self.thread:
                 if len(made) == copies:
-                    self.held.set()
                     if fail:
+                        self.reached.set()
                         raise RuntimeError("the merge's process ends here")
-                    assert self.go.wait(30)
+                    self.hold()
                 made.append(args)
             return copy(*args)  # type: ignore[arg-type]
 
         monkeypatch.setattr(lexical, "_copy", counted)
-        dialect = m.service.store.dialect
-        monkeypatch.setattr(dialect.lexical_tail, "merge", lambda: None)
-        self.thread = threading.Thread(target=self._run, args=(dialect,))
-        self.failed: list[BaseException] = []
-
-    def _run(self, dialect: object) -> None:
-        try:
-            lexical.merge_beside(dialect)  # type: ignore[arg-type]
-        except RuntimeError as error:
-            self.failed.append(error)
-
-    def __enter__(self) -> _CopyHeld:
-        self.thread.start()
-        assert self.held.wait(30)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.go.set()
-        self.thread.join(30)
-        assert not self.thread.is_alive()
 
 
 def _copied(path: str) -> int:
