@@ -883,11 +883,12 @@ def merge_beside(d: Dialect) -> None:
 
     Documents written meanwhile stay in the tail, and a record written or removed
     since the postings were made has none copied after (a copy leaves out the records
-    with a tail row past the merge's) and none kept (step 3 removes any copied
-    before). If another merge came first (another process's, or a write's that found
-    the tail twice due), this one is given up, its postings removed with its claim by
-    whichever merge is listed next. The process's copy of the tail is cleared once
-    the segment is listed."""
+    with a tail row past the merge's) and none kept (the rewrite or removal removes
+    those copied before, as it removes its listed postings: ``LexicalWrites._take``).
+    If another merge came first (another process's, or a write's that found the tail
+    twice due), this one is given up, its postings removed with its claim by whichever
+    merge is listed next. The process's copy of the tail is cleared once the segment
+    is listed."""
     db = cast(WriterBeside, d.db)
     try:
         with db.snapshot() as tx:
@@ -922,7 +923,7 @@ def _claim(db: WriterBeside, first: int, last: int, spaces: int) -> bool:
         )
     except sqlite3.IntegrityError:  # another process's merge of the same rows
         return False
-    return bool(claimed == spaces)
+    return claimed == spaces
 
 
 def _copy(
@@ -1058,12 +1059,8 @@ def _move(d: Dialect, tx: Tx, first: int, last: int, *, copied: bool = False) ->
         f"SELECT t.record FROM {TAIL} t JOIN {_RECORDS} m ON m.record = t.record WHERE t.seq > ?"
     )
     if tx.execute(f"SELECT EXISTS ({changed})", (last,)).fetchone()[0]:
-        if copied:  # those copied before they changed
-            tx.execute(
-                f"DELETE FROM {MAIN} WHERE (namespace, seg, term, record) IN"
-                f" (SELECT namespace, ?, term, record FROM {_MERGING} WHERE record IN ({changed}))",
-                (last, last),
-            )
+        # (copied: none of theirs is left there; a copy leaves them out once they
+        # change, and the change removed those copied before, LexicalWrites._take)
         tx.execute(f"DELETE FROM {_MERGING} WHERE record IN ({changed})", (last,))
         _count(tx)
     tx.execute(
@@ -1091,7 +1088,7 @@ def _move(d: Dialect, tx: Tx, first: int, last: int, *, copied: bool = False) ->
         tail.on_commit(tail.merged)
 
 
-def _forget_claims(tx: Tx, listed: int | None = None) -> None:
+def _forget_claims(tx: Tx, listed: int) -> None:
     """Removes every claim of :data:`PENDING` and the postings copied for it, but for
     the segments ``listed`` now (a namespace's segment ``listed`` in :data:`SEGMENTS`)."""
     claims = tx.execute(

@@ -82,13 +82,13 @@ def _is_busy(error: sqlite3.OperationalError) -> bool:
     return "database is locked" in text or "database is busy" in text
 
 
-def _with_lock_retry(fn: object) -> None:
+def _with_lock_retry(fn: Callable[[], T]) -> T:
+    """``fn()``, called again while the file is locked (up to a deadline); its result."""
     deadline = time.monotonic() + _LOCK_RETRY_SECONDS
     delay = 0.005
     while True:
         try:
-            fn()  # type: ignore[operator]
-            return
+            return fn()
         except sqlite3.OperationalError as error:
             if not _is_busy(error) or time.monotonic() > deadline:
                 raise
@@ -556,10 +556,8 @@ class Database:
         thread runs Python)."""
         conn = self.conn()
         assert not self._local.depth, "a statement of its own, in no transaction"
-        counted: list[int] = []
         with translated(self.path), self._write_lock:
-            _with_lock_retry(lambda: counted.append(conn.execute(sql, params).rowcount))
-        return counted[0]
+            return _with_lock_retry(lambda: conn.execute(sql, params).rowcount)
 
     def writing(self) -> bool:
         """Whether the calling thread is inside a write transaction."""

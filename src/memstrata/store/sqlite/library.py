@@ -82,4 +82,4 @@ def memory_statistics_off() -> bool:
             library.sqlite3_initialize()
         finally:
             sys.setswitchinterval(interval)
-        return bool(done)
+        return done
