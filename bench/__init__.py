@@ -1,1 +1,1 @@
-"""memstrata benchmarks: ``python -m bench run --size quick|full`` (see bench/README.md)."""
+"""erstwhile benchmarks: ``python -m bench run --size quick|full`` (see bench/README.md)."""

@@ -6,8 +6,8 @@
     python -m bench report                 re-renders summary.md and plots from the JSON
 
 Options: ``--only speed,quality,time,cold``, ``--engines pg,chroma,lance,sqlitevec``
-(memstrata on SQLite and the numpy floor always run), ``--results DIR``, ``--store DIR``
-(memstrata's speed store kept there and reused by the next run of the same size),
+(erstwhile on SQLite and the numpy floor always run), ``--results DIR``, ``--store DIR``
+(erstwhile's speed store kept there and reused by the next run of the same size),
 ``--speed-size N`` (only that one of the plan's speed sizes).
 """
 
@@ -18,7 +18,7 @@ import os
 # One thread per pool, before numpy or torch load: on a small shared machine a
 # second BLAS/OpenMP thread spins against the other processes and makes a 0.4 ms
 # matrix-vector product take 3-10 ms (measured; see bench/README.md). It applies
-# alike to memstrata, the floor and the local embedding model.
+# alike to erstwhile, the floor and the local embedding model.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 for _name in THREAD_VARIABLES:
     os.environ.setdefault(_name, "1")
@@ -52,7 +52,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "conversations": None,
         "subjects": 500,
     },
-    # 1M records, memstrata and the floor (--only speed --engines none): ingest rate,
+    # 1M records, erstwhile and the floor (--only speed --engines none): ingest rate,
     # bytes per record on disk, a fresh process's first search and resident memory
     "1m": {
         "speed": [1_000_000],
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
                        run_locomo(path, conversations=plan["conversations"]))  # fmt: skip
             timings["locomo"] = round(time.perf_counter() - t, 1)
         else:
-            log(f"LoCoMo skipped: {path} not found (set MEMSTRATA_LOCOMO)")
+            log(f"LoCoMo skipped: {path} not found (set ERSTWHILE_LOCOMO)")
             meta["locomo_skipped"] = f"{path} not found"
     if "time" in parts:
         from bench.timeaware import run_timeaware
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     run_parser.add_argument("--results", default=str(RESULTS), help="output directory")
     run_parser.add_argument(
-        "--store", help="keep memstrata's speed store in this directory, and reuse it"
+        "--store", help="keep erstwhile's speed store in this directory, and reuse it"
     )
     run_parser.add_argument(
         "--speed-size", help="only this one of the plan's speed sizes (e.g. 100000)"

@@ -13,7 +13,7 @@ two trees alike:
   answers are compared id by id.
 - ``bench``: the speed bench itself (``python -m bench run --size quick --only speed
   --engines none``) run from each tree in the order B A A B, B A A B, ...
-  (``--bench-rounds`` runs each); per case memstrata's p50 as a ratio to the numpy
+  (``--bench-rounds`` runs each); per case erstwhile's p50 as a ratio to the numpy
   floor's p50 in the same run.
 
 Both report, per case, the medians of each tree and the change of the median in per
@@ -56,9 +56,9 @@ def tree_env(tree: Path) -> dict[str, str]:
 def worker(size: int, queries: int, seed: int) -> None:
     """Reads ``case index`` lines on stdin; answers each with a JSON line of its wall
     and CPU seconds and the hit ids."""
-    import memstrata
+    import erstwhile
     from bench.engines import case_queries
-    from bench.engines.memstrata_engine import MemstrataEngine
+    from bench.engines.erstwhile_engine import ErstwhileEngine
     from bench.synth import generate
 
     data = generate(size, queries, seed)
@@ -67,9 +67,9 @@ def worker(size: int, queries: int, seed: int) -> None:
         table.setdefault(text, data.queries.vectors[j])
     by_case = case_queries(data, table)
     workdir = tempfile.mkdtemp(prefix="msbench-abba-")
-    engine = MemstrataEngine(str(Path(workdir) / "memstrata.db"), "memstrata", table)
+    engine = ErstwhileEngine(str(Path(workdir) / "erstwhile.db"), "erstwhile", table)
     engine.ingest(data, 1000)
-    print(json.dumps({"ready": True, "memstrata": memstrata.__file__}), flush=True)
+    print(json.dumps({"ready": True, "erstwhile": erstwhile.__file__}), flush=True)
     for line in sys.stdin:
         case, index = line.split()
         query = by_case[case][int(index)]
@@ -93,7 +93,7 @@ class Worker:
         line = self.process.stdout.readline()
         if not line:
             raise SystemExit(f"worker {self.process.args!r} exited ({self.process.wait()})")
-        return str(json.loads(line)["memstrata"])
+        return str(json.loads(line)["erstwhile"])
 
     def ask(self, case: str, index: int) -> dict[str, Any]:
         assert self.process.stdin is not None and self.process.stdout is not None
@@ -161,7 +161,7 @@ def paired(trees: dict[str, Path], rounds: int, size: int, queries: int) -> dict
         "rounds": rounds,
         "size": size,
         "queries_per_case": queries,
-        "memstrata_loaded_from": loaded,
+        "erstwhile_loaded_from": loaded,
         "queries_answered_differently": differing,
         "cases": cases,
     }
@@ -182,7 +182,7 @@ def bench_run(tree: Path) -> dict[str, Any]:
 
 def bench(trees: dict[str, Path], rounds: int) -> dict[str, Any]:
     from bench.engines import CASES
-    from bench.speed import MEMSTRATA
+    from bench.speed import ERSTWHILE
 
     before, after = list(trees)
     order: list[str] = []
@@ -198,7 +198,7 @@ def bench(trees: dict[str, Path], rounds: int) -> dict[str, Any]:
         for case in CASES:
             entries = result["cases"][case]
             floor = next(v for k, v in entries.items() if k.startswith("floor"))
-            ours = entries[MEMSTRATA]
+            ours = entries[ERSTWHILE]
             ratios[case][label] = round(ours["p50_ms"] / floor["p50_ms"], 4)
             p50[case][label] = ours["p50_ms"]
         print(f"  bench {label}: " + ", ".join(f"{c} {ratios[c][label]}" for c in CASES),
@@ -220,7 +220,7 @@ def bench(trees: dict[str, Path], rounds: int) -> dict[str, Any]:
         "method": (
             "the speed bench from each tree, PYTHONPATH=<tree>/src, in the order "
             + " ".join(order)
-            + "; memstrata (SQLite) p50 / floor p50 of the same run, median per tree"
+            + "; erstwhile (SQLite) p50 / floor p50 of the same run, median per tree"
         ),
         "command": "python -m bench run --size quick --only speed --engines none",
         "runs_each": rounds,

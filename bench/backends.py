@@ -18,7 +18,7 @@ interleaved query by query so load swings on a shared machine hit all of them
 
 Variants: ``sqlite`` (exact within the scope), ``postgres`` (as shipped: the process's
 scope copy, built by the search that needs it first and timed apart, answers from
-memory while nothing changed; :mod:`memstrata.store.postgres.scope_copy`),
+memory while nothing changed; :mod:`erstwhile.store.postgres.scope_copy`),
 ``postgres-sql`` (the SQL lane without the copy: exact up to ``EXACT_LIMIT`` in-scope
 vectors, HNSW with iterative scans beyond), ``postgres-hnsw`` (SQL forced onto the
 index) and ``postgres-exact`` (SQL, every scope ranked exactly: what the switch weighs
@@ -50,18 +50,18 @@ from typing import Any
 import numpy as np
 import psycopg
 
-import memstrata
-from memstrata.domain.fusion import reciprocal_rank_fusion
-from memstrata.domain.search import SearchRequest
-from memstrata.domain.time import format_instant, now_us
-from memstrata.domain.validation import parse_model
-from memstrata.embedding import HashEmbedder
-from memstrata.store.postgres import vectors as pg_vectors
-from memstrata.store.postgres.connection import with_schema
-from memstrata.store.postgres.dialect import EXACT_LIMIT, SCOPE_ROWS, PostgresDialect
-from memstrata.store.sql.rows import prefixed
-from memstrata.store.sql.scope import scope_clause, scope_rowids
-from memstrata.store.sql.store import SqlStore
+import erstwhile
+from erstwhile.domain.fusion import reciprocal_rank_fusion
+from erstwhile.domain.search import SearchRequest
+from erstwhile.domain.time import format_instant, now_us
+from erstwhile.domain.validation import parse_model
+from erstwhile.embedding import HashEmbedder
+from erstwhile.store.postgres import vectors as pg_vectors
+from erstwhile.store.postgres.connection import with_schema
+from erstwhile.store.postgres.dialect import EXACT_LIMIT, SCOPE_ROWS, PostgresDialect
+from erstwhile.store.sql.rows import prefixed
+from erstwhile.store.sql.scope import scope_clause, scope_rowids
+from erstwhile.store.sql.store import SqlStore
 
 ROOT = Path(__file__).resolve().parents[1]
 NS = "bench"
@@ -142,7 +142,7 @@ class Postgres:
     def __init__(self, url: str | None) -> None:
         self.home: Path | None = None
         if url is None:
-            self.home = Path(tempfile.mkdtemp(prefix="memstrata-bench-pg-"))
+            self.home = Path(tempfile.mkdtemp(prefix="erstwhile-bench-pg-"))
             settings = ["shared_buffers=1GB", "maintenance_work_mem=1GB", "max_wal_size=4GB"]
             url = subprocess.run(
                 ["bash", str(ROOT / "scripts" / "pg-up"), str(self.home), *settings],
@@ -184,7 +184,7 @@ class _Captured:
         return self.conn.execute(sql, params)
 
 
-def round_trips(m: memstrata.Memory, search: dict[str, Any]) -> dict[str, Any]:
+def round_trips(m: erstwhile.Memory, search: dict[str, Any]) -> dict[str, Any]:
     """What one PostgreSQL search sends (libpq's trace of every pooled connection):
     its statements and the round trips they cost (a Sync or a simple Query each)."""
     store = m.service.store
@@ -247,7 +247,7 @@ def explain(store: SqlStore, data: Data, room: int) -> dict[str, list[str]]:
 # -- the run --------------------------------------------------------------------------
 
 
-def load(m: memstrata.Memory, data: Data, batch: int) -> float:
+def load(m: erstwhile.Memory, data: Data, batch: int) -> float:
     """Seconds to upsert every record, in batches."""
     started = time.perf_counter()
     for start in range(0, data.size, batch):
@@ -255,10 +255,10 @@ def load(m: memstrata.Memory, data: Data, batch: int) -> float:
     return time.perf_counter() - started
 
 
-def sql_only(url: str, embedder: HashEmbedder, exact_limit: int | None) -> memstrata.Memory:
+def sql_only(url: str, embedder: HashEmbedder, exact_limit: int | None) -> erstwhile.Memory:
     """A PostgreSQL handle whose vector lane is always SQL (no scope copy), optionally
     with another exact/HNSW switch point."""
-    m = memstrata.open(url, embedder=embedder, background_jobs=False)
+    m = erstwhile.open(url, embedder=embedder, background_jobs=False)
     store = m.service.store
     assert isinstance(store, SqlStore) and isinstance(store.dialect, PostgresDialect)
     store.dialect.copies.enabled = False
@@ -274,7 +274,7 @@ def _rss() -> int:
     return 0
 
 
-def build_copy(m: memstrata.Memory, data: Data) -> dict[str, Any]:
+def build_copy(m: erstwhile.Memory, data: Data) -> dict[str, Any]:
     """The process's scope copy of the namespace, built by the search that needs it
     (the WARM_AFTER-th): how long that search took and what the copy holds."""
     store = m.service.store
@@ -304,7 +304,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     now = now_us()
     data = Data(args.size, args.queries, args.seed, now)
     embedder = HashEmbedder(dimensions=DIMENSIONS)
-    work = Path(tempfile.mkdtemp(prefix="memstrata-bench-"))
+    work = Path(tempfile.mkdtemp(prefix="erstwhile-bench-"))
     pg = Postgres(args.pg_url)
     result: dict[str, Any] = {
         "command": "python -m bench.backends " + " ".join(args.argv),
@@ -321,8 +321,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }  # fmt: skip
     try:
         memories = {
-            "sqlite": memstrata.open(work / "bench.db", embedder=embedder, background_jobs=False),
-            "postgres": memstrata.open(pg.url, embedder=embedder, background_jobs=False),
+            "sqlite": erstwhile.open(work / "bench.db", embedder=embedder, background_jobs=False),
+            "postgres": erstwhile.open(pg.url, embedder=embedder, background_jobs=False),
         }
         for name, m in memories.items():
             seconds = load(m, data, args.batch)
@@ -379,7 +379,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def measure(
-    variants: dict[str, memstrata.Memory], data: Data, embedder: HashEmbedder,
+    variants: dict[str, erstwhile.Memory], data: Data, embedder: HashEmbedder,
     args: argparse.Namespace,
 ) -> dict[str, Any]:  # fmt: skip
     cases: dict[str, Any] = {}

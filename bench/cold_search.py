@@ -1,11 +1,11 @@
 """A fresh process's first search on a kept speed store, several times in a row.
 
-    python -m bench.cold_search --db DIR/memstrata-100000.db [--runs 5]
+    python -m bench.cold_search --db DIR/erstwhile-100000.db [--runs 5]
         [--out bench/results/cold_search_100k.json]
 
 Each run is a new Python process that opens the file and searches once unfiltered
 (the first search adopts the saved vector copy and maps the graph) and once filtered,
-as the speed bench's ``cold_process`` does (bench/engines/memstrata_engine.py); then
+as the speed bench's ``cold_process`` does (bench/engines/erstwhile_engine.py); then
 its resident memory. The page cache is left as it is (it is shared with the other
 processes on the machine).
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import RESULTS, log, machine, stamp, write_json
-from bench.engines.memstrata_engine import _COLD, NAMESPACE
+from bench.engines.erstwhile_engine import _COLD, NAMESPACE
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,5 +1,5 @@
-"""Cold CLI: wall and CPU time of one ``memstrata add`` and one ``memstrata search``. Each
-call is a fresh process (the ``memstrata`` script beside this interpreter) on a store
+"""Cold CLI: wall and CPU time of one ``erstwhile add`` and one ``erstwhile search``. Each
+call is a fresh process (the ``erstwhile`` script beside this interpreter) on a store
 that already exists, so the time is what a user waits for one command: interpreter
 start, imports, opening the store, loading the embedder, embedding one text, the write
 or the search. The default embedder and ``--embedder hash`` (no model at all) alternate
@@ -8,9 +8,9 @@ machine even when the absolute times do not. CPU time (user + system of the chil
 reported beside wall time: on a shared machine the wall time includes waiting for a
 core, CPU time does not.
 
-Bytecode. ``pip install memstrata`` from a wheel compiles every module to ``.pyc`` at
+Bytecode. ``pip install erstwhile`` from a wheel compiles every module to ``.pyc`` at
 install time; an editable install does not, and with ``PYTHONDONTWRITEBYTECODE`` set
-(as on these machines) every call compiled memstrata's ~80 modules from source again:
+(as on these machines) every call compiled erstwhile's ~80 modules from source again:
 0.3-0.6 s of each cold call here. So the package's bytecode is compiled once before
 timing (``compileall``, what the wheel install does) and the calls run as a user's
 installed package runs.
@@ -54,15 +54,15 @@ def _median(values: list[float]) -> float:
 
 
 def run_coldcli(rounds: int = 5) -> dict[str, Any]:
-    import memstrata
+    import erstwhile
 
-    package = Path(memstrata.__file__).parent
+    package = Path(erstwhile.__file__).parent
     compiled = compileall.compile_dir(str(package), quiet=1, force=False)
     workdir = Path(tempfile.mkdtemp(prefix="msbench-cold-"))
-    env = {k: v for k, v in os.environ.items() if k != "MEMSTRATA_EMBEDDER"}
-    script = Path(sys.executable).with_name("memstrata")
+    env = {k: v for k, v in os.environ.items() if k != "ERSTWHILE_EMBEDDER"}
+    script = Path(sys.executable).with_name("erstwhile")
     cli = [str(script)] if script.exists() else [
-        sys.executable, "-c", "from memstrata.cli import main; main()"]  # fmt: skip
+        sys.executable, "-c", "from erstwhile.cli import main; main()"]  # fmt: skip
     samples: dict[str, dict[str, list[tuple[float, float]]]] = {
         e: {"add": [], "search": []} for e in EMBEDDERS
     }
@@ -98,7 +98,7 @@ def run_coldcli(rounds: int = 5) -> dict[str, Any]:
         }
         for command in ("add", "search")
     }
-    from memstrata.embedding import default_embedder
+    from erstwhile.embedding import default_embedder
 
     result: dict[str, Any] = {
         "rounds": rounds,

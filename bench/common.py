@@ -61,8 +61,8 @@ def write_json(path: Path, data: Any) -> None:
 
 
 def locomo_path() -> Path:
-    """``$MEMSTRATA_LOCOMO``, else ``../shared/data/locomo-dev.json`` beside the repo."""
-    override = os.environ.get("MEMSTRATA_LOCOMO")
+    """``$ERSTWHILE_LOCOMO``, else ``../shared/data/locomo-dev.json`` beside the repo."""
+    override = os.environ.get("ERSTWHILE_LOCOMO")
     if override:
         return Path(override).expanduser()
     return REPO.parent / "shared" / "data" / "locomo-dev.json"

@@ -1,7 +1,7 @@
 """Where the SQLite vector lane's list index (IVF) starts to pay: exact against the index
 by scope size, on a store the speed bench wrote (``--store``).
 
-    python -m bench.crossover --db DIR/memstrata-100000.db [--queries 60]
+    python -m bench.crossover --db DIR/erstwhile-100000.db [--queries 60]
         [--out bench/results/crossover_100k.json]
 
 For each share of the store's vectors (a random scope: the room filter of the speed
@@ -28,7 +28,7 @@ for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
-import memstrata  # noqa: E402
+import erstwhile  # noqa: E402
 from bench.common import (  # noqa: E402
     RESULTS,
     latency,
@@ -38,9 +38,9 @@ from bench.common import (  # noqa: E402
     stamp,
     write_json,
 )  # fmt: skip
-from memstrata.embedding import HashEmbedder  # noqa: E402
-from memstrata.store.sql.scoring import top_k  # noqa: E402
-from memstrata.store.sqlite import ann  # noqa: E402
+from erstwhile.embedding import HashEmbedder  # noqa: E402
+from erstwhile.store.sql.scoring import top_k  # noqa: E402
+from erstwhile.store.sqlite import ann  # noqa: E402
 
 SHARES = (0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.35, 0.5, 0.75, 1.0)
 PROBES = (1, 2, 4, 8, 16, 32)
@@ -81,7 +81,7 @@ def _compare(cache: Any, matrix: Any, scope: np.ndarray, queries: np.ndarray) ->
 
 
 def run(db: Path, queries: int, seed: int = 7) -> dict[str, Any]:
-    memory = memstrata.open(str(db), embedder=HashEmbedder(384), background_jobs=False)
+    memory = erstwhile.open(str(db), embedder=HashEmbedder(384), background_jobs=False)
     dialect = memory.service.store.dialect  # type: ignore[attr-defined]
     cache = dialect._vectors
     conn = dialect.raw()

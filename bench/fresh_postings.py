@@ -5,7 +5,7 @@ from the process's copy of them) against the same store merged:
 Ingests ``size`` records of the speed data (bench.synth, batches of 1000), the last
 batches after a merge, with merges held back, so the tail (``lexical_tail``) holds
 nearly the most it holds between merges at that size
-(:func:`~memstrata.store.sql.lexical.merge_due`); copies the file and merges the copy.
+(:func:`~erstwhile.store.sql.lexical.merge_due`); copies the file and merges the copy.
 Then each store is opened anew and its first search timed (which copies the whole
 tail), and every query goes to both stores in turn (the order alternating, so a load
 swing hits both alike): the same hits and scores, and each one's p50.
@@ -22,11 +22,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import memstrata
+import erstwhile
 from bench.common import machine, sized_study
-from bench.engines.memstrata_engine import MemstrataEngine
+from bench.engines.erstwhile_engine import ErstwhileEngine
 from bench.synth import generate
-from memstrata.store.sql import lexical
+from erstwhile.store.sql import lexical
 
 BATCH = 1000
 ROUNDS = 15
@@ -36,7 +36,7 @@ def run(size: int, seed: int) -> dict[str, Any]:
     data = generate(size, 10, seed)
     workdir = Path(tempfile.mkdtemp(prefix="msbench-fresh-"))
     try:
-        engine = MemstrataEngine(str(workdir / "fresh.db"), "fresh", {})
+        engine = ErstwhileEngine(str(workdir / "fresh.db"), "fresh", {})
         engine.open()
         # batches whose documents stay in the tail: merge_due's bound at this size
         rows, most = lexical.TAIL_ROWS, lexical.TAIL_MAX
@@ -53,11 +53,11 @@ def run(size: int, seed: int) -> dict[str, Any]:
         assert engine.memory is not None
         engine.memory.close()
         shutil.copy(workdir / "fresh.db", workdir / "merged.db")
-        with memstrata.open(str(workdir / "merged.db"), embedder="none",
+        with erstwhile.open(str(workdir / "merged.db"), embedder="none",
                             background_jobs=False) as m:  # fmt: skip
             m.service.store.db.write(partial(lexical.merge_tail, m.service.store.dialect))
         stores = {
-            name: memstrata.open(str(workdir / f"{name}.db"), embedder="none",
+            name: erstwhile.open(str(workdir / f"{name}.db"), embedder="none",
                                  background_jobs=False)
             for name in ("fresh", "merged")
         }  # fmt: skip

@@ -27,18 +27,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import memstrata
+import erstwhile
 from bench import timeaware
 from bench.locomo import CATEGORIES, FORMATS, evidence_ids, metrics, sessions_of
-from memstrata.domain.fusion import RRF_K, reciprocal_rank_fusion
-from memstrata.domain.words import DEFAULT_LANGUAGE, query_terms, term_counts
-from memstrata.jobs.importing import import_conversation
+from erstwhile.domain.fusion import RRF_K, reciprocal_rank_fusion
+from erstwhile.domain.words import DEFAULT_LANGUAGE, query_terms, term_counts
+from erstwhile.jobs.importing import import_conversation
 
 DEPTH = 50
 TUNING_CONVERSATIONS = 2  # conversations 0-1 tune, 2-4 are held out
 
 
-def _lanes(memory: memstrata.Memory, namespace: str, text: str, **options: Any) -> dict[str, Any]:
+def _lanes(memory: erstwhile.Memory, namespace: str, text: str, **options: Any) -> dict[str, Any]:
     lanes: dict[str, Any] = {"query_terms": query_terms(text, DEFAULT_LANGUAGE)}
     for ranking, field in (("lexical", "score"), ("semantic", "similarity")):
         result = memory.search(namespace, text, ranking=ranking, top_k=DEPTH, **options)
@@ -58,7 +58,7 @@ def dump_time(seed: int, subjects: int = 500) -> dict[str, Any]:
     records, questions = timeaware.generate(subjects, seed)
     workdir = Path(tempfile.mkdtemp(prefix="msbench-fusion-"))
     try:
-        with memstrata.open(workdir / "time.db", background_jobs=False) as memory:
+        with erstwhile.open(workdir / "time.db", background_jobs=False) as memory:
             memory.upsert("plain", records)
             rows = []
             for question in questions:
@@ -78,7 +78,7 @@ def dump_locomo(path: Path) -> dict[str, Any]:
         workdir = Path(tempfile.mkdtemp(prefix="msbench-fusion-"))
         rows = []
         try:
-            with memstrata.open(workdir / "locomo.db", background_jobs=False) as memory:
+            with erstwhile.open(workdir / "locomo.db", background_jobs=False) as memory:
                 for number, sample in enumerate(samples):
                     sample_id = str(sample["sample_id"])
                     namespace = sample_id.lower()

@@ -134,9 +134,9 @@ def corpus(size: int) -> tuple[list[str], list[str]]:
 
 
 def measure(target: str, notes: list[str], queries: list[str]) -> dict[str, Any]:
-    import memstrata
+    import erstwhile
 
-    with memstrata.open(target, embedder="none", extractor="heuristic", background_jobs=False) as m:
+    with erstwhile.open(target, embedder="none", extractor="heuristic", background_jobs=False) as m:
         for start in range(0, len(notes), 1000):
             m.upsert("bench", [{"content": text} for text in notes[start : start + 1000]])
         started = time.perf_counter()
@@ -178,7 +178,7 @@ def main() -> int:
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from memstrata.extraction import HeuristicExtractor
+    from erstwhile.extraction import HeuristicExtractor
 
     notes, queries = corpus(args.size)
     extractor = HeuristicExtractor()
@@ -198,7 +198,7 @@ def main() -> int:
         out["backends"]["sqlite"] = measure(str(Path(directory) / "graph.db"), notes, queries)
         log(f"sqlite: {out['backends']['sqlite']}")
     if args.pg:
-        from memstrata.store.postgres.connection import connect, with_schema
+        from erstwhile.store.postgres.connection import connect, with_schema
 
         schema = f"bench_graph_{os.getpid()}"
         with connect(args.pg) as conn:

@@ -1,10 +1,10 @@
-"""gRPC against REST: search requests/s of one ``memstrata serve``, both wires, same run.
+"""gRPC against REST: search requests/s of one ``erstwhile serve``, both wires, same run.
 
     python -m bench.grpc_vs_rest [--records 10000] [--clients 1,8] [--seconds 5]
         [--rounds 3] [--rankings lexical,hybrid,semantic]
         [--out bench/results/grpc_vs_rest_10k.json]
 
-Starts a real ``memstrata serve`` (temp SQLite file, hash embedder, auth on, default
+Starts a real ``erstwhile serve`` (temp SQLite file, hash embedder, auth on, default
 caps, loopback) with REST and gRPC on free ports, loads N records through REST (the
 data and queries of ``bench.load_search``: 12 Zipf words per record, 2-3 word queries,
 a quarter of them with a metadata filter), then, per ranking and client count, runs
@@ -45,8 +45,8 @@ from bench.load_search import (
     start_server,
     workload,
 )
-from memstrata.adapters.grpc import semantic_pb2 as pb
-from memstrata.adapters.grpc import semantic_pb2_grpc
+from erstwhile.adapters.grpc import semantic_pb2 as pb
+from erstwhile.adapters.grpc import semantic_pb2_grpc
 
 MODES = {"lexical": pb.SEARCH_MODE_SPARSE, "semantic": pb.SEARCH_MODE_DENSE,
          "hybrid": pb.SEARCH_MODE_HYBRID, "auto": pb.SEARCH_MODE_AUTO}  # fmt: skip
@@ -54,7 +54,7 @@ MODES = {"lexical": pb.SEARCH_MODE_SPARSE, "semantic": pb.SEARCH_MODE_DENSE,
 
 def grpc_client(target: str, token: str) -> Connect:
     """gRPC connections: one channel each, ``Semantic/Search`` with the token metadata."""
-    metadata = (("x-memstrata-capability", f"Bearer {token}"),)
+    metadata = (("x-erstwhile-capability", f"Bearer {token}"),)
 
     @contextmanager
     def connect() -> Iterator[Callable[[dict[str, Any]], bool]]:
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     docs, queries = workload(args.records)
     load_before = os.getloadavg()
-    work, db, token = fresh_database("memstrata-grpc-bench-", "bench.db")
+    work, db, token = fresh_database("erstwhile-grpc-bench-", "bench.db")
     port, grpc_port = free_port(), free_port()
     url, target = f"http://127.0.0.1:{port}", f"127.0.0.1:{grpc_port}"
     server = start_server(db, port, work / "server.log", grpc_port=grpc_port)

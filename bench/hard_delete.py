@@ -3,8 +3,8 @@
     python -m bench.hard_delete [--sizes 1000 10000 50000] [--deletes 10]
 
 For each size: N records of 30 random words, then ``--deletes`` hard deletes timed
-two ways in the same run on the same file: ``plain`` (no checkpoint) and ``memstrata``
-(the truncating WAL checkpoint after the delete, what memstrata does). The checkpoint
+two ways in the same run on the same file: ``plain`` (no checkpoint) and ``erstwhile``
+(the truncating WAL checkpoint after the delete, what erstwhile does). The checkpoint
 is switched off by replacing the dialect's hook in this process only. Prints the p50
 of each and the ratio to ``plain``: quote the ratios, the machine is shared.
 """
@@ -19,10 +19,10 @@ import tempfile
 import time
 from typing import Any
 
-import memstrata
-from memstrata.store.sqlite.dialect import SqliteDialect
+import erstwhile
+from erstwhile.store.sqlite.dialect import SqliteDialect
 
-MODES = ("plain", "memstrata")
+MODES = ("plain", "erstwhile")
 
 
 def _off(self: Any, *args: Any) -> None:
@@ -35,7 +35,7 @@ def measure(size: int, deletes: int) -> dict[str, float]:
     scrub = SqliteDialect.scrub
     result = {}
     with tempfile.TemporaryDirectory() as root:
-        m = memstrata.open(os.path.join(root, "m.db"), embedder="none", background_jobs=False)
+        m = erstwhile.open(os.path.join(root, "m.db"), embedder="none", background_jobs=False)
         for start in range(0, size, 500):
             m.upsert("b", [
                 {"id": f"r{i}", "content": " ".join(rnd.choices(words, k=30))}
@@ -63,12 +63,12 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 50_000])
     parser.add_argument("--deletes", type=int, default=10)
     args = parser.parse_args()
-    print("| records | plain | + checkpoint (memstrata) |")
+    print("| records | plain | + checkpoint (erstwhile) |")
     print("|---|---|---|")
     for size in args.sizes:
         r = measure(size, args.deletes)
-        print(f"| {size:,} | {r['plain']:.2f} ms | {r['memstrata']:.2f} ms"
-              f" ({r['memstrata'] / r['plain']:.0f}x) |")  # fmt: skip
+        print(f"| {size:,} | {r['plain']:.2f} ms | {r['erstwhile']:.2f} ms"
+              f" ({r['erstwhile'] / r['plain']:.0f}x) |")  # fmt: skip
 
 
 if __name__ == "__main__":

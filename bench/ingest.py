@@ -2,15 +2,15 @@
 one sitting: ``python -m bench.ingest --size 100000 [--before SRC]``.
 
 Each engine runs in a process of its own on the same generated data (bench.synth,
-batches of 1000, one transaction each): memstrata of this tree, memstrata of another
+batches of 1000, one transaction each): erstwhile of this tree, erstwhile of another
 tree (``--before``: its ``src`` directory, e.g. the main branch's, put first on the
 path), and raw sqlite-vec + FTS5. Batch j goes to every engine before batch j + 1, the
 order rotating, so a load swing on this shared machine hits them alike. The timed part
-is what the speed bench times (``write_s``): memstrata's ``upsert`` calls, sqlite-vec's
+is what the speed bench times (``write_s``): erstwhile's ``upsert`` calls, sqlite-vec's
 transactions; building each batch's input is not timed.
 
 Taking turns leaves each engine idle while the others write, and work an engine does
-beside its writes (memstrata's checkpoints and merges) then costs its writes nothing.
+beside its writes (erstwhile's checkpoints and merges) then costs its writes nothing.
 ``--alone`` has each engine write all its batches back to back instead, one engine after
 the other: the gap between two batches is only the building of the next one's input,
 as for a client that sends batches as fast as it can make them.
@@ -46,13 +46,13 @@ def worker(kind: str, size: int, seed: int, path: str, arrays: bool = False) -> 
 
         engine: Any = SqliteVecEngine(path)
     else:
-        from bench.engines.memstrata_engine import MemstrataEngine
+        from bench.engines.erstwhile_engine import ErstwhileEngine
 
-        engine = MemstrataEngine(path, kind, {})
+        engine = ErstwhileEngine(path, kind, {})
         engine.open()
-    import memstrata
+    import erstwhile
 
-    print(json.dumps({"ready": True, "memstrata": memstrata.__file__}), flush=True)
+    print(json.dumps({"ready": True, "erstwhile": erstwhile.__file__}), flush=True)
     for line in sys.stdin:
         start = int(line)
         stop = min(start + BATCH, size)
@@ -83,9 +83,9 @@ def run(
     size: int, seed: int, before: Path | None, vectors: str = "list", label: str | None = None,
     *, alone: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
-    engines: dict[str, Path | None] = {f"memstrata {revision(REPO)} (this tree)": None}
+    engines: dict[str, Path | None] = {f"erstwhile {revision(REPO)} (this tree)": None}
     if before is not None:
-        engines[f"memstrata {label or revision(before)} (before)"] = before
+        engines[f"erstwhile {label or revision(before)} (before)"] = before
     engines["sqlite-vec + FTS5"] = None
     workdir = Path(tempfile.mkdtemp(prefix="msbench-ingest-"))
     procs: dict[str, subprocess.Popen[str]] = {}
@@ -104,7 +104,7 @@ def run(
         loaded = {}
         for name, proc in procs.items():
             assert proc.stdout is not None
-            loaded[name] = json.loads(proc.stdout.readline())["memstrata"]
+            loaded[name] = json.loads(proc.stdout.readline())["erstwhile"]
         seconds = dict.fromkeys(procs, 0.0)
         batches: dict[str, list[float]] = {name: [] for name in procs}
         names = list(procs)
@@ -147,7 +147,7 @@ def run(
         "turns": "alone" if alone else "rotating",
         "load_average": os.getloadavg(),
         "machine": machine(),
-        "memstrata_from": loaded,
+        "erstwhile_from": loaded,
         "write_s": {k: round(v, 2) for k, v in seconds.items()},
         "records_per_s": {k: round(v, 1) for k, v in rates.items()},
         "rate_vs_this_tree": {k: round(v / rates[ours], 3) for k, v in rates.items()},
@@ -171,7 +171,7 @@ def main() -> None:
     parser.add_argument(
         "--vectors", choices=("list", "array"), default="list",
         help="each record's vector as a list of floats (the JSON shape, the headline)"
-        " or as a NumPy float32 row (memstrata only; sqlite-vec takes its bytes as ever)",
+        " or as a NumPy float32 row (erstwhile only; sqlite-vec takes its bytes as ever)",
     )  # fmt: skip
     parser.add_argument(
         "--alone", action="store_true",

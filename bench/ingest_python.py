@@ -31,11 +31,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 _SPLIT = r"""
 import collections, functools, json, shutil, sys, tempfile, time
-from bench.engines.memstrata_engine import MemstrataEngine
+from bench.engines.erstwhile_engine import ErstwhileEngine
 from bench.synth import generate
-import memstrata.memory as mm
-from memstrata import service
-from memstrata.store.sql import writes
+import erstwhile.memory as mm
+from erstwhile import service
+from erstwhile.store.sql import writes
 spent = collections.Counter()
 def timed(owner, name, label):
     f = getattr(owner, name)
@@ -54,7 +54,7 @@ timed(writes.Writes, "flush", "lexical flush")
 size, extra = 10_000, 5_000
 data = generate(size + extra, 10, 7)
 where = tempfile.mkdtemp()
-engine = MemstrataEngine(where + "/x.db", "memstrata", {})
+engine = ErstwhileEngine(where + "/x.db", "erstwhile", {})
 engine.open()
 for s in range(0, size, 1000):
     engine.ingest_batch(data, s, s + 1000)

@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import log, machine, sized_study
-from bench.engines.memstrata_engine import MemstrataEngine
+from bench.engines.erstwhile_engine import ErstwhileEngine
 from bench.synth import generate
-from memstrata.store.sql import lexical
-from memstrata.store.sqlite import connection
+from erstwhile.store.sql import lexical
+from erstwhile.store.sqlite import connection
 
 BATCH = 1000
 
@@ -95,7 +95,7 @@ def timed(size: int, seed: int) -> dict[str, Any]:
     lexical._prepare = timed_prepare
     try:
         with tempfile.TemporaryDirectory(prefix="msbench-statements-") as workdir:
-            engine = MemstrataEngine(str(Path(workdir) / "m.db"), "memstrata", {})
+            engine = ErstwhileEngine(str(Path(workdir) / "m.db"), "erstwhile", {})
             engine.open()
             total = 0.0
             for start in range(0, size, BATCH):

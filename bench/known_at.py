@@ -21,10 +21,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import memstrata
+import erstwhile
 from bench.common import latency, log, machine
-from memstrata.domain.time import format_instant
-from memstrata.embedding.hash import HashEmbedder
+from erstwhile.domain.time import format_instant
+from erstwhile.embedding.hash import HashEmbedder
 
 DAY = 86_400 * 1_000_000
 START = 1_704_067_200 * 1_000_000  # 2024-01-01T00:00:00Z
@@ -70,7 +70,7 @@ def run(size: int, queries: int, postgres: str | None, seed: int = 7) -> dict[st
             return _run(size, queries, str(Path(workdir) / "bench.db"), seed)
         import psycopg
 
-        from memstrata.store.postgres.connection import with_schema
+        from erstwhile.store.postgres.connection import with_schema
 
         schema = f"known_at_{uuid.uuid4().hex[:8]}"  # "pg_" is PostgreSQL's own prefix
         with psycopg.connect(postgres, autocommit=True) as conn:
@@ -85,7 +85,7 @@ def run(size: int, queries: int, postgres: str | None, seed: int = 7) -> dict[st
 
 def _run(size: int, queries: int, target: str, seed: int) -> dict[str, Any]:
     rng = random.Random(seed)
-    m = memstrata.open(
+    m = erstwhile.open(
         target,
         embedder=HashEmbedder(dimensions=384),
         background_jobs=False,

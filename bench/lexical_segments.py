@@ -34,10 +34,10 @@ from typing import Any
 import numpy as np
 
 from bench.common import machine, sized_study
-from bench.engines.memstrata_engine import MemstrataEngine
+from bench.engines.erstwhile_engine import ErstwhileEngine
 from bench.synth import generate
-from memstrata.store.sql import lexical
-from memstrata.store.sqlite.connection import connect
+from erstwhile.store.sql import lexical
+from erstwhile.store.sqlite.connection import connect
 
 BATCH = 1000
 ROUNDS = 7
@@ -199,7 +199,7 @@ def run(size: int, seed: int) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="msbench-segments-"))
     try:
         path = workdir / "store.db"
-        engine = MemstrataEngine(str(path), "segments", {})
+        engine = ErstwhileEngine(str(path), "segments", {})
         engine.open()
         rows, most = lexical.TAIL_ROWS, lexical.TAIL_MAX
         bound = min(most, max(rows, math.isqrt(rows * size // 4)))

@@ -5,13 +5,13 @@ beside the same searches made in-process.
         [--seconds 20] [--rankings lexical,hybrid,semantic] [--generators raw,httpx]
         [--out bench/results/load_search_100k.json]
 
-Starts a real ``memstrata serve`` (temp SQLite file, hash embedder, auth on, default
+Starts a real ``erstwhile serve`` (temp SQLite file, hash embedder, auth on, default
 policy caps, loopback) in a subprocess, loads N records through ``POST …/records`` in
 batches of 1,000 (the default cap). Then, for each ranking, it measures the in-process
 rate: one thread calling ``Memory.search`` back to back on the same file, no HTTP, in
 a process of its own with one BLAS thread (as each worker of a multi-worker server
 has), after the same warm-up as the server. For each ``--workers`` count
-(``memstrata serve --workers W``) it warms the server: a few searches of each ranking,
+(``erstwhile serve --workers W``) it warms the server: a few searches of each ranking,
 then, at a size where the vector index answers unfiltered searches, unfiltered
 semantic searches on new connections until 20 in a row report ``"index": "ivf"``
 (each worker builds its index in a background thread on its first wide search; the
@@ -55,16 +55,16 @@ from typing import Any
 import httpx
 import numpy as np
 
-import memstrata
-from memstrata.access import Access
-from memstrata.cli.serving import BLAS_THREADS
-from memstrata.store.sqlite.ann import MIN_ROWS
+import erstwhile
+from erstwhile.access import Access
+from erstwhile.cli.serving import BLAS_THREADS
+from erstwhile.store.sqlite.ann import MIN_ROWS
 
 NAMESPACE = "bench"
 BATCH = 1000
 TOP_K = 10
 ROOMS = 20
-CLI = [sys.executable, "-c", "from memstrata.cli import main; main()"]
+CLI = [sys.executable, "-c", "from erstwhile.cli import main; main()"]
 
 
 def vocabulary(rng: np.random.Generator, size: int = 2000) -> list[str]:
@@ -113,7 +113,7 @@ def fresh_database(prefix: str, name: str) -> tuple[Path, Path, str]:
     """A temp folder, the database file in it, and an admin token's secret."""
     work = Path(tempfile.mkdtemp(prefix=prefix))
     db = work / name
-    with memstrata.open(db, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(db, embedder="none", background_jobs=False) as m:
         _, token = Access(m.service.store).create_token(admin=True, name="bench")
     return work, db, token
 
@@ -127,7 +127,7 @@ def free_port() -> int:
 def start_server(
     db: Path, port: int, log: Path, grpc_port: int = 0, workers: int = 1
 ) -> subprocess.Popen[bytes]:
-    """``memstrata serve`` on ``port`` (gRPC on ``grpc_port``; 0 = off) in ``workers``
+    """``erstwhile serve`` on ``port`` (gRPC on ``grpc_port``; 0 = off) in ``workers``
     processes, once every worker answers."""
     command = [*CLI, "--db", str(db), "--embedder", "hash", "serve", "--port", str(port),
                "--grpc-port", str(grpc_port), "--workers", str(workers),
@@ -439,7 +439,7 @@ def warm_server(url: str, token: str, queries: list[dict[str, Any]], rankings: l
     }
 
 
-def warm_memory(m: memstrata.Memory, queries: list[dict[str, Any]], ranking: str,
+def warm_memory(m: erstwhile.Memory, queries: list[dict[str, Any]], ranking: str,
                 expect_index: bool) -> bool | None:  # fmt: skip
     """The in-process twin of :func:`warm_server`: the same searches until one reports
     the index in use (the build runs in a background thread, as in a worker)."""
@@ -466,7 +466,7 @@ def in_process(
     """One thread calling ``Memory.search`` back to back, warmed as the server is: the
     rate the server is held to. Run it with one BLAS thread (:func:`in_process_child`),
     as each worker of a multi-worker server has, so it is the rate of one core."""
-    with memstrata.open(db, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(db, embedder="hash", background_jobs=False) as m:
         warm = warm_memory(m, queries, ranking, expect_index)
         latencies = []
         cpu_before = time.process_time()
@@ -521,7 +521,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--clients", default="1,8,32", help="client counts, e.g. 1,8,32")
     parser.add_argument("--workers", default=f"1,{os.cpu_count() or 1}",
-                        help="memstrata serve --workers counts, e.g. 1,2")  # fmt: skip
+                        help="erstwhile serve --workers counts, e.g. 1,2")  # fmt: skip
     parser.add_argument("--seconds", type=float, default=20.0, help="per ranking and count")
     parser.add_argument("--max-requests", type=int, default=100_000, help="per client")
     parser.add_argument("--rankings", default="lexical,hybrid,semantic")
@@ -539,7 +539,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     docs, queries = workload(args.records)
     load_before = os.getloadavg()
-    work, db, token = fresh_database("memstrata-load-", "load.db")
+    work, db, token = fresh_database("erstwhile-load-", "load.db")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     headers = {"Authorization": f"Bearer {token}"}

@@ -1,7 +1,7 @@
 """Retrieval quality on LoCoMo (five conversations, 2,760 turns, 999 questions).
 
-Each conversation is imported through memstrata's own import path,
-``memstrata.jobs.importing.import_conversation``, into its own namespace: one record per
+Each conversation is imported through erstwhile's own import path,
+``erstwhile.jobs.importing.import_conversation``, into its own namespace: one record per
 dialog turn, ``valid_from`` = its session's date and time, speaker, session and turn id
 in metadata. Two content formats are measured, each in a store of its own (fixed
 before looking at any result, the same for every question):
@@ -18,8 +18,8 @@ query text, as is.
 Each question is searched within its conversation (top 10) with ``ranking`` lexical
 (BM25), semantic (the default embedder, all-MiniLM-L6-v2 int8; the import embeds each
 turn with the turn before it, see docs/importing.md), hybrid (both lanes 50 deep, RRF
-k = 5 with the coverage bonus, :mod:`memstrata.domain.fusion`) and auto (the default a
-caller gets without asking) — memstrata's defaults; nothing is set per question.
+k = 5 with the coverage bonus, :mod:`erstwhile.domain.fusion`) and auto (the default a
+caller gets without asking) — erstwhile's defaults; nothing is set per question.
 
 Evidence ids are normalised: a string holding several ids ("D8:6; D9:17") counts as
 each; "D:11:26" reads as D11:26 and "D30:05" as D30:5; ids that name no turn of the
@@ -41,9 +41,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import memstrata
+import erstwhile
 from bench.common import latency, log
-from memstrata.jobs.importing import DEFAULT_TEMPLATE, import_conversation
+from erstwhile.jobs.importing import DEFAULT_TEMPLATE, import_conversation
 
 TEMPLATE = '({date}) {speaker} said, "{text}"'
 FORMATS = {"user": DEFAULT_TEMPLATE, "dated": TEMPLATE}
@@ -118,7 +118,7 @@ def run_locomo(path: Path, *, conversations: int | None = None) -> dict[str, Any
     """Both content formats, each in a store of its own (BM25 statistics are per store)."""
     if not path.exists():
         raise FileNotFoundError(
-            f"{path} not found; set MEMSTRATA_LOCOMO or place the shared data beside the repo"
+            f"{path} not found; set ERSTWHILE_LOCOMO or place the shared data beside the repo"
         )
     samples = json.loads(path.read_text())
     if conversations is not None:
@@ -150,7 +150,7 @@ def run_format(samples: list[dict[str, Any]], template: str) -> dict[str, Any]:
     turns = 0
     import_s = 0.0
     try:
-        memory = memstrata.open(workdir / "locomo.db", background_jobs=False)
+        memory = erstwhile.open(workdir / "locomo.db", background_jobs=False)
         with memory:
             embedder_id = memory.embedder_id("default")
             for sample in samples:

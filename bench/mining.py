@@ -29,11 +29,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import memstrata
+import erstwhile
 from bench.common import REPO, RESULTS, log, machine, stamp, write_json
-from memstrata.jobs.chunking import chunk_document
-from memstrata.jobs.folder import read, scan
-from memstrata.jobs.mining import MineReport
+from erstwhile.jobs.chunking import chunk_document
+from erstwhile.jobs.folder import read, scan
+from erstwhile.jobs.mining import MineReport
 
 NAMESPACE = "bench"
 BATCH = 500
@@ -81,7 +81,7 @@ def store_target(pg: str | None, root: Path, n: int) -> tuple[str, Callable[[], 
         return str(root / f"mine-{n}.db"), lambda: None
     import psycopg
 
-    from memstrata.store.postgres.connection import with_schema
+    from erstwhile.store.postgres.connection import with_schema
 
     schema = f"bench_mine_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(pg, autocommit=True) as conn:
@@ -95,14 +95,14 @@ def store_target(pg: str | None, root: Path, n: int) -> tuple[str, Callable[[], 
 
 
 def one_round(folder: Path, target: str, floor_target: str) -> dict[str, Any]:
-    with memstrata.open(target, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(target, embedder="hash", background_jobs=False) as m:
         first_s, first = timed(lambda: m.mine(NAMESPACE, folder, batch_size=BATCH))
         again_s, again = timed(lambda: m.mine(NAMESPACE, folder, batch_size=BATCH))
         edit_one_paragraph(folder)
         edit_s, edited = timed(lambda: m.mine(NAMESPACE, folder, batch_size=BATCH))
     read_s, _ = timed(lambda: read_floor(folder))
     records = chunks_of(folder)
-    with memstrata.open(floor_target, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(floor_target, embedder="hash", background_jobs=False) as m:
         upsert_s, _ = timed(
             lambda: [
                 m.upsert(NAMESPACE, records[i : i + BATCH]) for i in range(0, len(records), BATCH)

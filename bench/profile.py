@@ -1,4 +1,4 @@
-"""Where memstrata's time goes: cProfile over a few searches per case and one ingest
+"""Where erstwhile's time goes: cProfile over a few searches per case and one ingest
 batch, outside the timed runs, reduced to the functions that own the most time."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.engines import Query
-from bench.engines.memstrata_engine import MemstrataEngine, records
+from bench.engines.erstwhile_engine import ErstwhileEngine, records
 from bench.synth import SpeedData
 
 TOP = 10
@@ -22,8 +22,8 @@ def label(key: tuple[str, int, str]) -> str:
         return name.replace("<method ", "").replace(" objects>", "").replace("'", "")
     path = Path(filename)
     parts = path.parts
-    if "memstrata" in parts:
-        short = "/".join(parts[parts.index("memstrata") :])
+    if "erstwhile" in parts:
+        short = "/".join(parts[parts.index("erstwhile") :])
     elif "site-packages" in parts:
         short = "/".join(parts[parts.index("site-packages") + 1 :][:2])
     else:
@@ -50,13 +50,13 @@ def summarise(profile: cProfile.Profile, calls: int) -> dict[str, Any]:
         "cumulative_ms_per_call": {
             name: round(seconds * 1000 / calls, 3)
             for name, seconds in sorted(cumulative.items(), key=lambda kv: -kv[1])
-            if "memstrata/" in name
+            if "erstwhile/" in name
         },
     }
 
 
-def profile_memstrata(
-    engine: MemstrataEngine, data: SpeedData, by_case: dict[str, list[Query]], n: int = 20
+def profile_erstwhile(
+    engine: ErstwhileEngine, data: SpeedData, by_case: dict[str, list[Query]], n: int = 20
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"cases": {}}
     for case, queries in by_case.items():
@@ -90,7 +90,7 @@ def profile_memstrata(
 
 
 def scope_sql(
-    engine: MemstrataEngine, by_case: dict[str, list[Query]], n: int = 20
+    engine: ErstwhileEngine, by_case: dict[str, list[Query]], n: int = 20
 ) -> dict[str, Any]:
     """The semantic lane's scope statement (``SELECT r.rowid FROM records r WHERE
     <scope>``, read into numpy as the store does) timed alone, beside the whole
@@ -100,9 +100,9 @@ def scope_sql(
 
     import numpy as np
 
-    from memstrata.domain.search import SearchRequest
-    from memstrata.domain.time import now_us
-    from memstrata.store.sql.scope import scope_clause
+    from erstwhile.domain.search import SearchRequest
+    from erstwhile.domain.time import now_us
+    from erstwhile.store.sql.scope import scope_clause
 
     assert engine.memory is not None
     store: Any = engine.memory.service.store

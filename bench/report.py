@@ -10,7 +10,7 @@ from typing import Any
 
 from bench.engines import CASE_TITLES, CASES
 
-MEMSTRATA = "memstrata (SQLite)"
+ERSTWHILE = "erstwhile (SQLite)"
 CASE_SHORT = {
     "semantic": "(a) semantic",
     "semantic_filtered": "(b) semantic, room + current",
@@ -89,7 +89,7 @@ def speed_tables(run: dict[str, Any]) -> list[str]:
         f"invalidated); one room AND current ≈ {data['room_and_current_fraction']:.1%}; "
         f"valid at the as_of instant ≈ {data['valid_at_as_of_fraction']:.0%}.",
         "",
-        "Cells: p50 latency, its ratio to memstrata (SQLite) in the same run (lower is "
+        "Cells: p50 latency, its ratio to erstwhile (SQLite) in the same run (lower is "
         "faster), recall@10 against the exact answer.",
         "",
         "| engine | ingest records/s (index builds counted); writes alone | "
@@ -118,7 +118,7 @@ def speed_tables(run: dict[str, Any]) -> list[str]:
         lines.append(f"| {engine} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        "p95 latency (ms, ratio to memstrata):",
+        "p95 latency (ms, ratio to erstwhile):",
         "",
         "| engine | " + " | ".join(CASE_SHORT[c] for c in CASES) + " |",
         "|---|" + "---:|" * len(CASES),
@@ -202,7 +202,7 @@ def locomo_tables(result: dict[str, Any]) -> list[str]:
             for name, run in result["formats"].items()
         )
         lines.append(
-            f"Reference on the same file — {label}: **{value}**; memstrata hybrid: {ours}."
+            f"Reference on the same file — {label}: **{value}**; erstwhile hybrid: {ours}."
         )
     lines.append("")
     return lines
@@ -245,7 +245,7 @@ def cold_tables(result: dict[str, Any]) -> list[str]:
     for command, ratio in result["ratio_default_to_hash"].items():
         auto, hashed = median["auto"][command], median["hash"][command]
         lines.append(
-            f"| `memstrata {command}` | {auto['wall_s']:.2f} | {auto['cpu_s']:.2f} | "
+            f"| `erstwhile {command}` | {auto['wall_s']:.2f} | {auto['cpu_s']:.2f} | "
             f"{hashed['wall_s']:.2f} | {hashed['cpu_s']:.2f} | {ratio['wall']:.2f} | "
             f"{ratio['cpu']:.2f} |"
         )
@@ -256,7 +256,7 @@ def cold_tables(result: dict[str, Any]) -> list[str]:
 def render(results: Path) -> Path:
     found = load(results)
     run = found.get("run", {})
-    lines = ["# memstrata benchmarks", ""]
+    lines = ["# erstwhile benchmarks", ""]
     if run:
         machine = run.get("machine", {})
         lines += [
@@ -326,7 +326,7 @@ def plots(found: dict[str, Any], results: Path) -> None:
                 if points:
                     xs, ys = zip(*points, strict=True)
                     ax.plot(xs, ys, marker="o", label=engine, color=colours[engine],
-                            linewidth=2.5 if engine == MEMSTRATA else 1.2)  # fmt: skip
+                            linewidth=2.5 if engine == ERSTWHILE else 1.2)  # fmt: skip
             ax.set_title(CASE_TITLES[case], fontsize=9)
             ax.set_xscale("log")
             ax.set_yscale("log")

@@ -2,7 +2,7 @@
 
 For each case the engines answer the same queries in turn — query j goes to every
 engine before query j + 1, the order rotating — so a load swing on this shared machine
-hits them alike, and each latency is a ratio to memstrata's in the same run.
+hits them alike, and each latency is a ratio to erstwhile's in the same run.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from bench.truth import Bm25, hybrid_top, lexical_top, semantic_top
 
 TOP_K = 10
 WARMUP = 5
-MEMSTRATA = "memstrata (SQLite)"
-MEMSTRATA_PG = "memstrata (PostgreSQL)"
+ERSTWHILE = "erstwhile (SQLite)"
+ERSTWHILE_PG = "erstwhile (PostgreSQL)"
 PEERS = ("chroma", "lance", "sqlitevec")
 REPO = Path(__file__).resolve().parents[1]
 
@@ -87,14 +87,14 @@ class Truth:
 
 
 def pg_backend_available() -> bool:
-    """Whether this tree's ``memstrata.open`` takes a PostgreSQL URL."""
-    if importlib.util.find_spec("memstrata.store.postgres") is None:
+    """Whether this tree's ``erstwhile.open`` takes a PostgreSQL URL."""
+    if importlib.util.find_spec("erstwhile.store.postgres") is None:
         return False
-    import memstrata
-    from memstrata.domain.errors import InvalidInput
+    import erstwhile
+    from erstwhile.domain.errors import InvalidInput
 
     try:
-        memstrata.open("postgresql://bench@127.0.0.1:1/none", embedder="none",
+        erstwhile.open("postgresql://bench@127.0.0.1:1/none", embedder="none",
                        background_jobs=False).close()  # fmt: skip
     except InvalidInput as error:
         return "scheme" not in error.message
@@ -132,18 +132,18 @@ def make_engines(
     workdir: Path, data: SpeedData, table: dict[str, np.ndarray], truth: Truth,
     wanted: set[str], pg_url: str | None, skipped: dict[str, str], store: Path | None = None,
 ) -> list[Engine]:  # fmt: skip
+    from bench.engines.erstwhile_engine import ErstwhileEngine
     from bench.engines.floor import FloorEngine
-    from bench.engines.memstrata_engine import MemstrataEngine
 
-    ours = MemstrataEngine(str((store or workdir) / f"memstrata-{data.size}.db"), MEMSTRATA,
+    ours = ErstwhileEngine(str((store or workdir) / f"erstwhile-{data.size}.db"), ERSTWHILE,
                            table, keep=store is not None)  # fmt: skip
     engines: list[Engine] = [ours]
     if "pg" in wanted:
         if pg_url is None:
-            skipped[MEMSTRATA_PG] = "no PostgreSQL backend in this tree, or no server"
+            skipped[ERSTWHILE_PG] = "no PostgreSQL backend in this tree, or no server"
         else:
             namespace = f"bench-{data.size}-{os.getpid()}-{int(time.time())}"
-            engines.append(MemstrataEngine(pg_url, MEMSTRATA_PG, table, namespace=namespace))
+            engines.append(ErstwhileEngine(pg_url, ERSTWHILE_PG, table, namespace=namespace))
     factories = {
         "chroma": ("bench.engines.chroma_engine", "ChromaEngine", "Chroma"),
         "lance": ("bench.engines.lance_engine", "LanceEngine", "LanceDB"),
@@ -171,7 +171,7 @@ def run_speed(
     wanted: set[str] | None = None,
     store: Path | None = None,
 ) -> dict[str, Any]:
-    """One speed run; ``store`` keeps memstrata's file there across runs (built once,
+    """One speed run; ``store`` keeps erstwhile's file there across runs (built once,
     then reused: a 1M store takes long to write)."""
     wanted = wanted if wanted is not None else {"pg", *PEERS}
     started = time.perf_counter()
@@ -186,13 +186,13 @@ def run_speed(
 
     skipped: dict[str, str] = {}
     server: PgServer | None = None
-    pg_url = os.environ.get("MEMSTRATA_BENCH_PG_URL")
+    pg_url = os.environ.get("ERSTWHILE_BENCH_PG_URL")
     if "pg" in wanted and not pg_url:
         if pg_backend_available():
             server = PgServer()
             pg_url = server.start()
         else:
-            skipped[MEMSTRATA_PG] = "this tree has no PostgreSQL backend for memstrata.open yet"
+            skipped[ERSTWHILE_PG] = "this tree has no PostgreSQL backend for erstwhile.open yet"
             wanted = wanted - {"pg"}
     workdir = Path(tempfile.mkdtemp(prefix="msbench-speed-"))
     engines: list[Engine] = []
@@ -207,7 +207,7 @@ def run_speed(
             try:
                 info = engine.ingest(data, batch)
             except Exception as error:  # a peer that fails is reported, not fatal
-                if engine.name == MEMSTRATA:
+                if engine.name == ERSTWHILE:
                     raise
                 skipped[engine.name] = f"ingest failed: {type(error).__name__}: {error}"
                 engines.remove(engine)
@@ -230,15 +230,15 @@ def run_speed(
             cases[case] = measure_case(case, by_case[case], engines, truth)
             summary = {n: (v.get("p50_ms"), v.get("recall_at_10")) for n, v in cases[case].items()}
             log(f"  {case}: {summary}")
-        from bench.engines.memstrata_engine import MemstrataEngine
-        from bench.profile import profile_memstrata, scope_sql
+        from bench.engines.erstwhile_engine import ErstwhileEngine
+        from bench.profile import profile_erstwhile, scope_sql
 
-        ours = next(e for e in engines if e.name == MEMSTRATA)
-        assert isinstance(ours, MemstrataEngine)
+        ours = next(e for e in engines if e.name == ERSTWHILE)
+        assert isinstance(ours, ErstwhileEngine)
         floor = next(e for e in engines if e.name.startswith("floor"))
         exact = exact_unfiltered(ours, floor, by_case["semantic"], truth)
         log(f"  semantic, exact (no index): {exact}")
-        profile = profile_memstrata(ours, data, by_case)
+        profile = profile_erstwhile(ours, data, by_case)
         profile["scope_sql_p50_ms"] = scope_sql(ours, by_case)
         result = {
             "size": size,
@@ -253,7 +253,7 @@ def run_speed(
             "cases": cases,
             "semantic_exact": exact,
             "case_titles": CASE_TITLES,
-            "memstrata_profile": profile,
+            "erstwhile_profile": profile,
             "seconds": round(time.perf_counter() - started, 1),
         }
         add_ratios(result)
@@ -279,7 +279,7 @@ def measure_case(
             for query in queries[: min(WARMUP, len(queries))]:
                 engine.search(query)
         except Exception as error:  # a peer that cannot answer is reported, not fatal
-            if engine.name == MEMSTRATA:
+            if engine.name == ERSTWHILE:
                 raise
             failed[engine.name] = f"{type(error).__name__}: {str(error)[:200]}"
             able.remove(engine)
@@ -292,7 +292,7 @@ def measure_case(
             try:
                 found = engine.search(query)
             except Exception as error:  # reported with the case, the others go on
-                if engine.name == MEMSTRATA:
+                if engine.name == ERSTWHILE:
                     raise
                 failed[engine.name] = f"query {j}: {type(error).__name__}: {str(error)[:200]}"
                 able.remove(engine)
@@ -313,12 +313,12 @@ def measure_case(
 def exact_unfiltered(
     ours: Engine, floor: Engine, queries: list[Query], truth: Truth
 ) -> dict[str, Any]:
-    """The unfiltered case with memstrata's index switched off, beside the full-scan
+    """The unfiltered case with erstwhile's index switched off, beside the full-scan
     floor (one contiguous matvec), query by query: what the exact path costs over the
     cheapest honest pass over every row."""
-    from bench.engines.memstrata_engine import MemstrataEngine
+    from bench.engines.erstwhile_engine import ErstwhileEngine
 
-    assert isinstance(ours, MemstrataEngine) and ours.memory is not None
+    assert isinstance(ours, ErstwhileEngine) and ours.memory is not None
     vectors: Any = ours.memory.service.store.dialect._vectors  # type: ignore[attr-defined]
     saved = vectors.min_rows
     vectors.min_rows = 1 << 62  # every scope exact
@@ -326,19 +326,19 @@ def exact_unfiltered(
         out = measure_case("semantic", queries, [ours, floor], truth)
     finally:
         vectors.min_rows = saved
-    out[MEMSTRATA]["floor_ratio"] = round(out[MEMSTRATA]["p50_ms"] / out[floor.name]["p50_ms"], 3)
+    out[ERSTWHILE]["floor_ratio"] = round(out[ERSTWHILE]["p50_ms"] / out[floor.name]["p50_ms"], 3)
     return out
 
 
 def add_ratios(result: dict[str, Any]) -> None:
-    """Each engine's p50, p95 and ingest rate as a multiple of memstrata's."""
+    """Each engine's p50, p95 and ingest rate as a multiple of erstwhile's."""
     for entries in result["cases"].values():
-        base = entries.get(MEMSTRATA)
+        base = entries.get(ERSTWHILE)
         for entry in entries.values():
             if base and "p50_ms" in entry:
                 entry["p50_ratio"] = round(entry["p50_ms"] / base["p50_ms"], 3)
                 entry["p95_ratio"] = round(entry["p95_ms"] / base["p95_ms"], 3)
-    base_rate = result["ingest"].get(MEMSTRATA, {}).get("records_per_s")
+    base_rate = result["ingest"].get(ERSTWHILE, {}).get("records_per_s")
     for entry in result["ingest"].values():
         rate = entry.get("records_per_s")
         entry["rate_ratio"] = round(rate / base_rate, 3) if rate and base_rate else None

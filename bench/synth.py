@@ -98,7 +98,7 @@ class SpeedData:
         return f"room-{room}"
 
     def valid_at(self, at_us: int) -> np.ndarray:
-        """The rows memstrata's point rule keeps at ``at_us``: valid_from <= t < valid_to."""
+        """The rows erstwhile's point rule keeps at ``at_us``: valid_from <= t < valid_to."""
         return (self.valid_from <= at_us) & (self.valid_to > at_us)
 
 

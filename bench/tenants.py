@@ -23,15 +23,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-import memstrata
+import erstwhile
 from bench.common import latency, log, machine, stamp, write_json
-from bench.engines.memstrata_engine import QueryTableEmbedder, records
+from bench.engines.erstwhile_engine import QueryTableEmbedder, records
 from bench.synth import generate
 
 MEASURED = "tenant-0"
 
 
-def load(memory: memstrata.Memory, namespace: str, batch: list[dict[str, Any]]) -> float:
+def load(memory: erstwhile.Memory, namespace: str, batch: list[dict[str, Any]]) -> float:
     t = time.perf_counter()
     for start in range(0, len(batch), 1000):
         memory.upsert(namespace, batch[start : start + 1000])
@@ -43,8 +43,8 @@ def run_tenants(namespaces: int, per: int, queries: int) -> dict[str, Any]:
     table = {text: data.queries.vectors[j] for j, text in enumerate(data.queries.texts)}
     workdir = Path(tempfile.mkdtemp(prefix="msbench-tenants-"))
     embedder = QueryTableEmbedder(384, table)
-    alone = memstrata.open(str(workdir / "alone.db"), embedder=embedder, background_jobs=False)
-    crowd = memstrata.open(str(workdir / "crowd.db"), embedder=embedder, background_jobs=False)
+    alone = erstwhile.open(str(workdir / "alone.db"), embedder=embedder, background_jobs=False)
+    crowd = erstwhile.open(str(workdir / "crowd.db"), embedder=embedder, background_jobs=False)
     try:
         measured = records(data, 0, per)
         load(alone, MEASURED, measured)

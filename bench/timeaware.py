@@ -13,7 +13,7 @@ Questions, one of each kind per subject:
 
 Each question is searched three ways, with every ranking (lexical, semantic with the
 ``local`` embedder, hybrid), top 1:
-- **time options**: memstrata's default ``current`` for "now", ``as_of=<day>`` for "as
+- **time options**: erstwhile's default ``current`` for "now", ``as_of=<day>`` for "as
   of" — the question text unchanged;
 - **no time options**: the same search with ``include_historical`` (every version, no
   temporal clause) — what a store without validity time returns;
@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-import memstrata
+import erstwhile
 from bench.common import latency, log
 
 FIRST = [
@@ -182,7 +182,7 @@ def run_timeaware(subjects: int = 500, *, seed: int = 11) -> dict[str, Any]:
     records, questions = generate(subjects, seed)
     workdir = Path(tempfile.mkdtemp(prefix="msbench-time-"))
     try:
-        memory = memstrata.open(workdir / "time.db", background_jobs=False)
+        memory = erstwhile.open(workdir / "time.db", background_jobs=False)
         with memory:
             t = time.perf_counter()
             memory.upsert("plain", records)
@@ -210,7 +210,7 @@ def run_timeaware(subjects: int = 500, *, seed: int = 11) -> dict[str, Any]:
 
 
 def ask(
-    memory: memstrata.Memory, questions: list[Question]
+    memory: erstwhile.Memory, questions: list[Question]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     right: dict[tuple[str, str, str], list[float]] = {}
     versions: dict[tuple[str, str, str], list[float]] = {}

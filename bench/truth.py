@@ -1,14 +1,14 @@
 """Ground truth and the floor: exact answers computed in numpy, outside any engine.
 
 - semantic: float64 cosine over exactly the in-scope rows.
-- lexical: BM25 as memstrata defines it (``memstrata.store.sql.lexical``): the words
-  are memstrata's terms (English stop words dropped, Snowball stems; a made-up word can
+- lexical: BM25 as erstwhile defines it (``erstwhile.store.sql.lexical``): the words
+  are erstwhile's terms (English stop words dropped, Snowball stems; a made-up word can
   be a stop word or share a stem with another), k1 = 1.2, b = 0.75, idf = ln(1 + (N - n
   + 0.5) / (n + 0.5)), N, n and the mean length over the namespace (the whole table),
   each term's part cut to a whole 1e-9, for an OR of the query's terms, over the
   in-scope rows. Recall counts a hit as right when its exact score reaches the 10th
   best (ties at the boundary are all right).
-- hybrid: the product's fusion (``memstrata.domain.fusion``: RRF with k = RRF_K, the
+- hybrid: the product's fusion (``erstwhile.domain.fusion``: RRF with k = RRF_K, the
   coverage bonus for the lexical hits holding the most of the query's terms, ties by
   closeness to each lane's best score, then by row) of the exact lexical and exact
   semantic top-50 of the scope.
@@ -25,20 +25,20 @@ import numpy as np
 from scipy import sparse
 
 from bench.synth import SpeedData
-from memstrata.domain.fusion import RRF_K as FUSION_K
-from memstrata.domain.fusion import reciprocal_rank_fusion
-from memstrata.domain.words import DEFAULT_LANGUAGE, terms
-from memstrata.store.sql.scoring import gathered_scores
+from erstwhile.domain.fusion import RRF_K as FUSION_K
+from erstwhile.domain.fusion import reciprocal_rank_fusion
+from erstwhile.domain.words import DEFAULT_LANGUAGE, terms
+from erstwhile.store.sql.scoring import gathered_scores
 
 K1 = 1.2
 B = 0.75
 SCALE = 1e9
-RRF_K = FUSION_K  # the product's constant: the truth must fuse as memstrata does
+RRF_K = FUSION_K  # the product's constant: the truth must fuse as erstwhile does
 LANE_DEPTH = 50
 
 
 class Bm25:
-    """memstrata's BM25 as a documents x terms impact matrix (CSC, one column per term).
+    """erstwhile's BM25 as a documents x terms impact matrix (CSC, one column per term).
     Queries name vocabulary words; each maps to its term (or none, a stop word)."""
 
     def __init__(self, data: SpeedData) -> None:
@@ -124,7 +124,7 @@ def lexical_top(bm25: Bm25, terms: list[int], rows: np.ndarray, k: int) -> tuple
 
 
 def rrf(lanes: list[list[int]], k: int = RRF_K) -> list[int]:
-    """Plain RRF, ties by row: how a peer with no rules of memstrata's fuses."""
+    """Plain RRF, ties by row: how a peer with no rules of erstwhile's fuses."""
     scores: dict[int, float] = {}
     for lane in lanes:
         for rank, item in enumerate(lane, start=1):
@@ -133,7 +133,7 @@ def rrf(lanes: list[list[int]], k: int = RRF_K) -> list[int]:
 
 
 def fused(lanes: list[np.ndarray], scores: list[np.ndarray], held: dict[int, int]) -> list[int]:
-    """The product's fusion (:func:`memstrata.domain.fusion.reciprocal_rank_fusion`):
+    """The product's fusion (:func:`erstwhile.domain.fusion.reciprocal_rank_fusion`):
     RRF with the coverage bonus, ties by closeness to each lane's best score, then by
     id (a record's id is its row number, zero-padded: the text sorts as the number)."""
     fused = reciprocal_rank_fusion(
@@ -168,12 +168,12 @@ GATHER_SHARE = 0.25
 def floor_semantic(x: np.ndarray, rows: np.ndarray, query: np.ndarray, k: int) -> np.ndarray:
     """The top k of ``rows`` by dot product, the cheapest honest way: every row is one
     contiguous matvec; a narrow scope gathers its rows first (a cache-sized chunk at a
-    time, as memstrata does); a wide one scores the
+    time, as erstwhile does); a wide one scores the
     whole matrix in one pass and picks its rows (cheaper than copying most of it)."""
     if rows.shape[0] == x.shape[0]:
         scores = x @ query  # rows is every row, in order
     elif rows.shape[0] < GATHER_SHARE * x.shape[0]:
-        scores = gathered_scores(x, rows, query)  # in cache-sized chunks, as memstrata
+        scores = gathered_scores(x, rows, query)  # in cache-sized chunks, as erstwhile
     else:
         scores = (x @ query)[rows]
     if scores.shape[0] > k:

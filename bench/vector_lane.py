@@ -1,10 +1,10 @@
-"""Benchmark of memstrata's semantic lane on SQLite (exact cosine over in-scope rows).
+"""Benchmark of erstwhile's semantic lane on SQLite (exact cosine over in-scope rows).
 
     python -m bench.vector_lane [--size 100000] [--queries 200]
         [--out bench/results/vector_lane.json]
 
 Generates N clustered 384-d unit vectors with short texts, a ``room`` metadata value
-(10 rooms) and ~20 % closed validities; loads them through ``memstrata.open(...).upsert``;
+(10 rooms) and ~20 % closed validities; loads them through ``erstwhile.open(...).upsert``;
 then times ``m.search(query_vector=...)`` filtered (room AND currently valid, ≈ 8 %),
 unfiltered (currently valid, ≈ 80 %) and ``include_historical`` (100 %). Recall@10 is
 against a float64 brute force over exactly the in-scope rows; the floor is a plain
@@ -35,14 +35,14 @@ from typing import Any
 
 import numpy as np
 
-import memstrata
-from memstrata.domain.search import SearchRequest
-from memstrata.domain.time import now_us
-from memstrata.domain.validation import parse_model
-from memstrata.embedding import HashEmbedder
-from memstrata.store.sql.rows import COLUMNS, record_from_row
-from memstrata.store.sql.scope import scope_clause, scope_rowids
-from memstrata.store.sql.scoring import top_k
+import erstwhile
+from erstwhile.domain.search import SearchRequest
+from erstwhile.domain.time import now_us
+from erstwhile.domain.validation import parse_model
+from erstwhile.embedding import HashEmbedder
+from erstwhile.store.sql.rows import COLUMNS, record_from_row
+from erstwhile.store.sql.scope import scope_clause, scope_rowids
+from erstwhile.store.sql.scoring import top_k
 
 NAMESPACE = "bench"
 DIMENSIONS = 384
@@ -97,7 +97,7 @@ class Data:
             self.centres[qc] + rng.standard_normal((queries, DIMENSIONS), dtype=np.float32) * 0.03
         )
         self.q_room = rng.integers(0, ROOMS, queries)
-        # the scope, computed from the generated data (memstrata's rule at a point `now`:
+        # the scope, computed from the generated data (erstwhile's rule at a point `now`:
         # valid_from < now + 1 and (valid_to is None or valid_to > now))
         self.current = (self.valid_from <= now) & (~self.closed | (self.valid_to > now))
         self.room_rows = [np.flatnonzero(self.current & (self.room == r)) for r in range(ROOMS)]
@@ -158,7 +158,7 @@ def contiguous_top(Xpart: np.ndarray, q: np.ndarray, k: int = TOP_K) -> np.ndarr
     return best[np.argsort(-scores[best])]
 
 
-def ingest(m: memstrata.Memory, data: Data, batch: int) -> dict[str, Any]:
+def ingest(m: erstwhile.Memory, data: Data, batch: int) -> dict[str, Any]:
     """Upserts in batches; times only m.upsert (the dicts are built outside the timer).
     One batch in the middle is also run under cProfile, outside the timed total, to say
     where ingest time goes."""
@@ -202,7 +202,7 @@ PROFILE_FUNCS = {
 }
 
 
-def profile_upsert(m: memstrata.Memory, records: list[dict[str, Any]]) -> dict[str, Any]:
+def profile_upsert(m: erstwhile.Memory, records: list[dict[str, Any]]) -> dict[str, Any]:
     profiler = cProfile.Profile()
     t = time.perf_counter()
     profiler.enable()
@@ -236,7 +236,7 @@ def profile_upsert(m: memstrata.Memory, records: list[dict[str, Any]]) -> dict[s
 
 
 def run_searches(
-    m: memstrata.Memory, data: Data, case: str, n: int, first: int = 0
+    m: erstwhile.Memory, data: Data, case: str, n: int, first: int = 0
 ) -> tuple[list[float], list[list[str]]]:
     times = []
     results = []
@@ -269,7 +269,7 @@ def scope_rows(data: Data, case: str, j: int) -> np.ndarray:
     return np.arange(data.size)
 
 
-def breakdown(m: memstrata.Memory, data: Data, case: str, n: int) -> dict[str, Any]:
+def breakdown(m: erstwhile.Memory, data: Data, case: str, n: int) -> dict[str, Any]:
     """Re-runs SqliteDialect.semantic step by step (its own scope call, the same cache),
     timing each step."""
     store = m.service.store
@@ -350,7 +350,7 @@ def breakdown(m: memstrata.Memory, data: Data, case: str, n: int) -> dict[str, A
             "scope_query_plan": plan}  # fmt: skip
 
 
-def sql_variants(m: memstrata.Memory, data: Data, n_filtered: int, n_wide: int) -> dict[str, Any]:
+def sql_variants(m: erstwhile.Memory, data: Data, n_filtered: int, n_wide: int) -> dict[str, Any]:
     """Diagnostics for the scope step: the store's own ``in_scope`` (the statement from
     ``scope_rowids``, one text value turned into numpy) vs. variants that produce the
     same rowids, to show what each part costs. Every time includes the numpy array."""
@@ -418,7 +418,7 @@ def sql_variants(m: memstrata.Memory, data: Data, n_filtered: int, n_wide: int) 
     return result
 
 
-def cold_load_variants(m: memstrata.Memory) -> dict[str, Any]:
+def cold_load_variants(m: erstwhile.Memory) -> dict[str, Any]:
     """The full-matrix load a first search does (VectorCache.refresh from seq 0), as the
     store's statement (seq index, then a look-up per row) vs. a plain table scan."""
     conn = m.service.store.db.conn()
@@ -446,7 +446,7 @@ def cold_load_variants(m: memstrata.Memory) -> dict[str, Any]:
     return out
 
 
-def table_shape(m: memstrata.Memory) -> dict[str, Any]:
+def table_shape(m: erstwhile.Memory) -> dict[str, Any]:
     """Pages per b-tree (dbstat), to show what the WITHOUT ROWID vectors table looks like."""
     conn = m.service.store.db.conn()
     out: dict[str, Any] = {}
@@ -468,9 +468,9 @@ def table_shape(m: memstrata.Memory) -> dict[str, Any]:
 
 _FRESH_PROCESS_LOAD = """
 import json, sys, time
-import memstrata
-from memstrata.embedding import HashEmbedder
-m = memstrata.open(sys.argv[1], embedder=HashEmbedder(dimensions=int(sys.argv[2])),
+import erstwhile
+from erstwhile.embedding import HashEmbedder
+m = erstwhile.open(sys.argv[1], embedder=HashEmbedder(dimensions=int(sys.argv[2])),
                    background_jobs=False)
 store = m.service.store
 embedder_id = m.service.embedder_for(sys.argv[3]).embedder_id
@@ -496,7 +496,7 @@ def split_cold(path: str, data: Data) -> dict[str, float]:
     """Where the cold first search goes: a fresh open, the matrix load alone (the
     store's VectorCache.refresh from seq 0), then the first search with the matrix in."""
     t0 = time.perf_counter()
-    m = memstrata.open(path, embedder=HashEmbedder(dimensions=DIMENSIONS), background_jobs=False)
+    m = erstwhile.open(path, embedder=HashEmbedder(dimensions=DIMENSIONS), background_jobs=False)
     store = m.service.store
     embedder_id = m.service.embedder_for(NAMESPACE).embedder_id
     with store.db.snapshot() as conn:
@@ -514,7 +514,7 @@ def split_cold(path: str, data: Data) -> dict[str, float]:
 
 def src_version() -> dict[str, Any]:
     """The commit the package was at, and whether src/ had local changes (others edit it)."""
-    root = Path(memstrata.__file__).resolve().parents[2]
+    root = Path(erstwhile.__file__).resolve().parents[2]
     try:
         head = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
@@ -572,12 +572,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if os.path.exists(path):
             raise SystemExit(f"{path} exists; give a fresh path")
     else:
-        tmp = tempfile.mkdtemp(prefix="memstrata-bench-")
+        tmp = tempfile.mkdtemp(prefix="erstwhile-bench-")
         path = os.path.join(tmp, "bench.db")
 
     result: dict[str, Any] = {}
     try:
-        m = memstrata.open(path, embedder=HashEmbedder(dimensions=DIMENSIONS),
+        m = erstwhile.open(path, embedder=HashEmbedder(dimensions=DIMENSIONS),
                            background_jobs=False)  # fmt: skip
         ing = ingest(m, data, args.batch)
         m.close()
@@ -585,7 +585,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         db_bytes = sum(os.path.getsize(path + s) for s in ("", "-wal") if os.path.exists(path + s))
 
         # reopen: the first search of a process loads the whole matrix (cold)
-        m = memstrata.open(path, embedder=HashEmbedder(dimensions=DIMENSIONS),
+        m = erstwhile.open(path, embedder=HashEmbedder(dimensions=DIMENSIONS),
                            background_jobs=False)  # fmt: skip
         t = time.perf_counter()
         m.search(NAMESPACE, query_vector=data.Q[0].tolist(), top_k=TOP_K,
@@ -609,7 +609,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 if case == "filtered"
                 else {}
             )
-            # Interleaved, query by query: memstrata, then the floors over exactly the
+            # Interleaved, query by query: erstwhile, then the floors over exactly the
             # same in-scope rows (precomputed, no SQL), so load swings on a shared machine
             # hit both sides of each ratio alike.
             times, f_times, c_times, recalls, f_cpu = [], [], [], [], []
@@ -635,8 +635,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     float(np.mean([len(scope_rows(data, case, j)) for j in range(nq)])), 1
                 ),
                 "queries": nq,
-                "memstrata": ms(times),
-                "memstrata_cpu_p50_ms": round(float(np.median(CPU)) * 1000, 3),
+                "erstwhile": ms(times),
+                "erstwhile_cpu_p50_ms": round(float(np.median(CPU)) * 1000, 3),
                 "floor_gather_cpu_p50_ms": round(float(np.median(f_cpu)) * 1000, 3),
                 "ratio_cpu_p50_vs_floor_cpu": round(float(np.median(CPU) / np.median(f_cpu)), 1),
                 "recall_at_10": round(float(np.mean(recalls)), 4),
@@ -656,7 +656,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 m, data, case, min(args.breakdown_queries if case == "filtered" else 6, nq)
             )
             cases[case] = entry
-            print(f"{case}: p50 {entry['memstrata']['p50_ms']} ms, recall "
+            print(f"{case}: p50 {entry['erstwhile']['p50_ms']} ms, recall "
                   f"{entry['recall_at_10']}, floor {entry['floor_gather']['p50_ms']} ms",
                   flush=True)  # fmt: skip
         shape = table_shape(m)
@@ -718,7 +718,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 def print_table(r: dict[str, Any]) -> None:
     s = r["sizes"]
     mach = r["machine"]
-    print(f"\n### memstrata vector lane — {s['records']:,} x {s['dimensions']}, top-{s['top_k']}, "
+    print(f"\n### erstwhile vector lane — {s['records']:,} x {s['dimensions']}, top-{s['top_k']}, "
           f"{mach['cpu_count']} CPUs, numpy {mach['numpy']}, SQLite {mach['sqlite']}, "
           f"load avg {mach['loadavg_at_start'][0]}→{mach['loadavg_at_end'][0]}\n")  # fmt: skip
     print(f"ingest: {r['ingest']['rows_per_s']:,} rows/s · cold first search (loads the "
@@ -731,8 +731,8 @@ def print_table(r: dict[str, Any]) -> None:
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for case, e in r["cases"].items():
         print(f"| {case} | {e['queries']} | {e['in_scope_rows_mean']:,.0f} | "
-              f"{e['memstrata']['p50_ms']} | {e['memstrata']['p95_ms']} | "
-              f"{e['memstrata_cpu_p50_ms']} | {e['recall_at_10']} | "
+              f"{e['erstwhile']['p50_ms']} | {e['erstwhile']['p95_ms']} | "
+              f"{e['erstwhile_cpu_p50_ms']} | {e['recall_at_10']} | "
               f"{e['floor_gather']['p50_ms']} | {e['ratio_p50_vs_floor']}x |")  # fmt: skip
     f = r["cases"].get("filtered")
     if f and "floor_contiguous_partition" in f:

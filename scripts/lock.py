@@ -67,7 +67,7 @@ def problems() -> list[str]:
         wanted += meta["optional-dependencies"][extra]
     for spec in map(Requirement, wanted):
         name = canonicalize_name(spec.name)
-        if name == "memstrata" or (spec.marker and not spec.marker.evaluate()):
+        if name == "erstwhile" or (spec.marker and not spec.marker.evaluate()):
             continue
         if name not in pinned:
             wrong.append(f"{spec.name} is not pinned")
@@ -85,7 +85,7 @@ def refresh(*, upgrade: bool) -> None:
         command += ["--upgrade"] if upgrade else []
         command += [f"--extra={extra}" for extra in EXTRAS]
         command += ["--strip-extras", "--no-emit-index-url", "--no-emit-find-links"]
-        command += ["--unsafe-package=memstrata", "--annotation-style=line"]
+        command += ["--unsafe-package=erstwhile", "--annotation-style=line"]
         command += ["-o", str(out), str(ROOT / "pyproject.toml")]
         subprocess.run(command, check=True, cwd=ROOT)
         body = out.read_text().replace(str(ROOT), ".")

@@ -1,5 +1,5 @@
 """Refreshes the inspector's screenshots in docs/img/: seeds a temporary database with
-the tests' data, starts ``memstrata serve`` on it, and walks every view in Debian's
+the tests' data, starts ``erstwhile serve`` on it, and walks every view in Debian's
 headless Chromium (the same walk tests/ui/test_inspector.py makes).
 
     python scripts/ui_screenshots.py [OUT_DIR]       default: docs/img
@@ -28,7 +28,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "inspector.db"
         seeded = seed(db)
-        server = start_server(db, write_config(Path(tmp) / "memstrata.toml", extra=EXTRACTION))
+        server = start_server(db, write_config(Path(tmp) / "erstwhile.toml", extra=EXTRACTION))
         driver = chromium()
         try:
             secret = server.token(read_only=True, name="screenshots")[1]

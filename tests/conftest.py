@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from tests.support import pg
 
-import memstrata
+import erstwhile
 
 BACKENDS = ["sqlite", "postgres"]
 
@@ -41,7 +41,7 @@ def db_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def store_target(backend: str, db_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
-    """What ``memstrata.open`` takes, on this test's backend: a fresh SQLite file or a
+    """What ``erstwhile.open`` takes, on this test's backend: a fresh SQLite file or a
     fresh PostgreSQL schema (its URL)."""
     if backend == "sqlite":
         yield str(db_path)
@@ -53,8 +53,8 @@ def store_target(backend: str, db_path: Path, request: pytest.FixtureRequest) ->
 
 
 @pytest.fixture
-def memory(store_target: str) -> Iterator[memstrata.Memory]:
+def memory(store_target: str) -> Iterator[erstwhile.Memory]:
     # the hash embedder: vectors are written and searched, without loading a model
-    m = memstrata.open(store_target, embedder="hash", background_jobs=False)
+    m = erstwhile.open(store_target, embedder="hash", background_jobs=False)
     yield m
     m.close()

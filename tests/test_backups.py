@@ -9,13 +9,13 @@ import pytest
 from tests.support import pg
 from tests.support.raw import execute
 
-import memstrata
-from memstrata import backups
-from memstrata.domain.errors import InvalidInput, WriteConflict
-from memstrata.domain.records import Record
+import erstwhile
+from erstwhile import backups
+from erstwhile.domain.errors import InvalidInput, WriteConflict
+from erstwhile.domain.records import Record
 
 
-def populate(m: memstrata.Memory) -> None:
+def populate(m: erstwhile.Memory) -> None:
     """Every kind of state an export must carry: versions, chains with keys, validity,
     tombstones, trust, payloads, metadata, origins, a merge, a hard-deleted link."""
     a = m.add("agent", "Alice works at Acme", id="alice-1", key="alice.employer",
@@ -41,12 +41,12 @@ def populate(m: memstrata.Memory) -> None:
     m.add("other", 'Ünïcödé content ✓ and "quotes"\nnewline', id="u/1", tags=["a", "b"])
 
 
-def export_text(m: memstrata.Memory, namespace: str | None = None) -> str:
+def export_text(m: erstwhile.Memory, namespace: str | None = None) -> str:
     return "".join(line + "\n" for line in backups.export_lines(m, namespace))
 
 
 def test_export_holds_every_version_in_canonical_order(tmp_path: Path) -> None:
-    with memstrata.open(tmp_path / "a.db", embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(tmp_path / "a.db", embedder="hash", background_jobs=False) as m:
         populate(m)
         text = export_text(m)
         only_other = export_text(m, "other")
@@ -72,12 +72,12 @@ def test_sqlite_to_postgres_to_export_is_byte_identical(
     tmp_path: Path, postgres_server: pg.PgServer
 ) -> None:
     path = tmp_path / "memory.jsonl"
-    with memstrata.open(tmp_path / "a.db", embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(tmp_path / "a.db", embedder="hash", background_jobs=False) as m:
         populate(m)
         path.write_text(export_text(m), encoding="utf-8")
     target = postgres_server.new_target()
     try:
-        with memstrata.open(target, embedder="hash", background_jobs=False) as m:
+        with erstwhile.open(target, embedder="hash", background_jobs=False) as m:
             report = backups.import_export(m, path)
             assert report.namespaces == ["agent", "other"]
             assert export_text(m) == path.read_text(encoding="utf-8")
@@ -91,7 +91,7 @@ def test_sqlite_to_postgres_to_export_is_byte_identical(
             assert checked.ok, checked.to_json()
             again = tmp_path / "again.jsonl"
             again.write_text(export_text(m), encoding="utf-8")
-        with memstrata.open(tmp_path / "b.db", embedder="hash", background_jobs=False) as m:
+        with erstwhile.open(tmp_path / "b.db", embedder="hash", background_jobs=False) as m:
             backups.import_export(m, again)
             assert export_text(m) == path.read_text(encoding="utf-8")
             assert m.embed("agent").embedded > 0  # vectors are rebuilt, not exported
@@ -104,11 +104,11 @@ def test_import_refuses_held_ids_and_bad_lines_writing_nothing(
     store_target: str, tmp_path: Path
 ) -> None:
     path = tmp_path / "memory.jsonl"
-    with memstrata.open(tmp_path / "a.db", embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(tmp_path / "a.db", embedder="hash", background_jobs=False) as m:
         populate(m)
         path.write_text(export_text(m), encoding="utf-8")
     lines = path.read_text(encoding="utf-8").splitlines()
-    with memstrata.open(store_target, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(store_target, embedder="hash", background_jobs=False) as m:
         m.add("other", "already here", id="u/1")
         before = export_text(m)
         with pytest.raises(WriteConflict, match="already holds"):
@@ -124,7 +124,7 @@ def test_import_refuses_held_ids_and_bad_lines_writing_nothing(
         assert export_text(m) == before
 
 
-def _corrupt(store_target: str, m: memstrata.Memory) -> None:
+def _corrupt(store_target: str, m: erstwhile.Memory) -> None:
     m.add("ns", "one", id="a", key="k")
     m.supersede("ns", "a", {"id": "b", "content": "two"})
     m.add("ns", "three", id="c")
@@ -145,7 +145,7 @@ def _corrupt(store_target: str, m: memstrata.Memory) -> None:
     ],
 )
 def test_check_finds_broken_invariants(store_target: str, sql: str, finding: str) -> None:
-    with memstrata.open(store_target, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(store_target, embedder="hash", background_jobs=False) as m:
         _corrupt(store_target, m)
         assert backups.check(m).ok
         execute(store_target, sql)
@@ -157,7 +157,7 @@ def test_check_finds_broken_invariants(store_target: str, sql: str, finding: str
 
 def test_check_finds_a_broken_full_text_index_and_vector(tmp_path: Path) -> None:
     target = str(tmp_path / "m.db")
-    with memstrata.open(target, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(target, embedder="hash", background_jobs=False) as m:
         _corrupt(target, m)
         for table in ("lexical_postings", "lexical_docs"):  # its postings, or its tail document
             execute(
@@ -172,7 +172,7 @@ def test_check_finds_a_broken_full_text_index_and_vector(tmp_path: Path) -> None
 
 
 def test_a_hard_deleted_successor_is_a_note_not_a_failure(store_target: str) -> None:
-    with memstrata.open(store_target, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(store_target, embedder="hash", background_jobs=False) as m:
         _corrupt(store_target, m)
         m.delete("ns", "b", hard=True)
         report = backups.check(m)
@@ -182,7 +182,7 @@ def test_a_hard_deleted_successor_is_a_note_not_a_failure(store_target: str) -> 
 
 
 def test_backup_is_sqlite_only_and_never_overwrites(store_target: str, tmp_path: Path) -> None:
-    with memstrata.open(store_target, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(store_target, embedder="hash", background_jobs=False) as m:
         m.add("ns", "kept", id="a")
         target = tmp_path / "copy.db"
         if m.service.store.backend == "postgres":
@@ -192,6 +192,6 @@ def test_backup_is_sqlite_only_and_never_overwrites(store_target: str, tmp_path:
         backups.backup(m, target)
         with pytest.raises(InvalidInput, match="already exists"):
             backups.backup(m, target)
-    with memstrata.open(target, embedder="hash", background_jobs=False) as copy:
+    with erstwhile.open(target, embedder="hash", background_jobs=False) as copy:
         assert copy.get("ns", "a").content == "kept"
         assert backups.check(copy).ok

@@ -1,4 +1,4 @@
-"""The documents shipped with memstrata stand on their own: every file they link to is
+"""The documents shipped with erstwhile stand on their own: every file they link to is
 in the repository, they cite no outside document, and the license they name is there."""
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-import memstrata
-from memstrata.gc_pause import gc_paused
+import erstwhile
+from erstwhile.gc_pause import gc_paused
 
 
 def test_nested_and_concurrent_pauses_end_with_the_last() -> None:
@@ -46,12 +46,12 @@ def test_a_collector_turned_off_by_the_application_stays_off() -> None:
 
 
 def test_a_refused_batch_gives_the_collector_back(tmp_path: Path) -> None:
-    with memstrata.open(str(tmp_path / "m.db"), embedder="hash", background_jobs=False) as m:
-        with pytest.raises(memstrata.InvalidInput):
+    with erstwhile.open(str(tmp_path / "m.db"), embedder="hash", background_jobs=False) as m:
+        with pytest.raises(erstwhile.InvalidInput):
             m.upsert("ns", [{"id": "a", "content": "x"}, {"id": "b", "content": "y",
                             "valid_from": "2024-02-01", "valid_to": "2024-01-01"}])  # fmt: skip
         assert gc.isenabled()
-        with pytest.raises(memstrata.NotFound):
+        with pytest.raises(erstwhile.NotFound):
             m.upsert("ns", [{"id": "c", "content": "z", "supersedes": ["missing"]}])
         assert gc.isenabled()
         m.upsert("ns", [{"id": "d", "content": "w"}])
@@ -63,14 +63,14 @@ def test_a_batch_s_records_are_freed_before_the_collector_is_back(
 ) -> None:
     """The records a batch was parsed into are gone when the collector comes back, so
     its next collection never walks them (nor keeps them for a later one)."""
-    from memstrata.domain.records import RecordInput
+    from erstwhile.domain.records import RecordInput
 
     def live() -> int:
         return sum(type(o) is RecordInput for o in gc.get_objects())
 
     seen: list[int] = []
     enable = gc.enable
-    with memstrata.open(str(tmp_path / "m.db"), embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(str(tmp_path / "m.db"), embedder="hash", background_jobs=False) as m:
         before = live()
         monkeypatch.setattr(gc, "enable", lambda: (seen.append(live()), enable()))
         m.upsert("ns", [{"id": f"r{i}", "content": f"note {i}", "vector": [1.0] * 256}

@@ -20,7 +20,7 @@ def _example() -> str:
 
 def test_the_worked_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("MEMSTRATA_EMBEDDER", "hash")  # offline and fast; the example is lexical
+    monkeypatch.setenv("ERSTWHILE_EMBEDDER", "hash")  # offline and fast; the example is lexical
     code = _example()
     assert "known_at=recorded" in code and "versions=True" in code
     scope: dict[str, object] = {}

@@ -1,11 +1,11 @@
-"""Raw sqlite-vec + FTS5: what a user would hand-build on SQLite without memstrata.
+"""Raw sqlite-vec + FTS5: what a user would hand-build on SQLite without erstwhile.
 
 One ``vec0`` table (``room`` as a partition key, ``valid_from``/``valid_to`` as
 metadata columns in µs — vec0 metadata cannot be NULL, so an open validity is a
 far-future number — and the text as an auxiliary column), one FTS5 table with the same
 rowids, and a plain table of the filter columns for the full-text leg to join. sqlite-vec
 0.1.9 is brute force (no ANN index). Hybrid runs both legs 50 deep with the same filter
-and fuses them in Python by RRF (k = 60), as memstrata does. The driver is ``sqlean.py``
+and fuses them in Python by RRF (k = 60), as erstwhile does. The driver is ``sqlean.py``
 (the stdlib ``sqlite3`` here cannot load extensions).
 """
 

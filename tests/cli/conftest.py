@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-from memstrata.cli import app
+from erstwhile.cli import app
 
 
 class Cli:
-    """Runs ``memstrata --db <file> ARGS...`` in process, with small helpers."""
+    """Runs ``erstwhile --db <file> ARGS...`` in process, with small helpers."""
 
     def __init__(self, db: Path) -> None:
         self.db = db
@@ -55,9 +55,9 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """No user database or namespace, plain pipe-width output whatever the CI sets, and
     the hash embedder (fast and deterministic, no model to load) unless a test passes
     ``--embedder``."""
-    for name in ("MEMSTRATA_DB", "MEMSTRATA_NAMESPACE", "COLUMNS", "FORCE_COLOR", "TTY_COMPATIBLE"):
+    for name in ("ERSTWHILE_DB", "ERSTWHILE_NAMESPACE", "COLUMNS", "FORCE_COLOR", "TTY_COMPATIBLE"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("MEMSTRATA_EMBEDDER", "hash")
+    monkeypatch.setenv("ERSTWHILE_EMBEDDER", "hash")
 
 
 @pytest.fixture

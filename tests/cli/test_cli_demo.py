@@ -1,4 +1,4 @@
-"""``memstrata demo`` runs offline on a throwaway database."""
+"""``erstwhile demo`` runs offline on a throwaway database."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 from typer.testing import CliRunner
 
-from memstrata.cli import app
+from erstwhile.cli import app
 
 if TYPE_CHECKING:
     from conftest import Cli
@@ -21,7 +21,7 @@ def test_demo_tells_the_story_on_a_temporary_database(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: Plain
 ) -> None:
     untouched = tmp_path / "real-memory.db"
-    monkeypatch.setenv("MEMSTRATA_DB", str(untouched))
+    monkeypatch.setenv("ERSTWHILE_DB", str(untouched))
 
     result = CliRunner().invoke(app, ["demo"])
 

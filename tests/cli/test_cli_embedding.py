@@ -10,9 +10,9 @@ import click
 import pytest
 import typer
 
-import memstrata
-from memstrata.cli import context
-from memstrata.cli.context import CliState, open_memory
+import erstwhile
+from erstwhile.cli import context
+from erstwhile.cli.context import CliState, open_memory
 
 if TYPE_CHECKING:
     from conftest import Cli
@@ -82,7 +82,7 @@ def test_embed_and_reindex_need_an_embedder(cli: Cli, command: str) -> None:
     add_all(cli, *NONE)
     result = cli.fails(1, *NONE, command)
     assert result.stdout == ""
-    assert result.stderr.startswith("error: memstrata.search.semantic_unavailable: ")
+    assert result.stderr.startswith("error: erstwhile.search.semantic_unavailable: ")
     assert len(result.stderr.splitlines()) == 1
 
 
@@ -111,7 +111,7 @@ def test_every_ranking_works_with_an_embedder(cli: Cli, ranking: str, answered: 
 def test_semantic_search_without_an_embedder_fails(cli: Cli) -> None:
     add_all(cli, *NONE)
     result = cli.fails(1, *NONE, "search", "tea", "--ranking", "semantic")
-    assert result.stderr.startswith("error: memstrata.search.semantic_unavailable: ")
+    assert result.stderr.startswith("error: erstwhile.search.semantic_unavailable: ")
 
 
 def test_human_search_names_the_embedder_and_the_lanes(cli: Cli, text: Plain) -> None:
@@ -129,12 +129,12 @@ def test_human_search_names_the_embedder_and_the_lanes(cli: Cli, text: Plain) ->
 
 
 def test_the_embedder_comes_from_the_environment(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MEMSTRATA_EMBEDDER", "none")
+    monkeypatch.setenv("ERSTWHILE_EMBEDDER", "none")
     add_all(cli)
     assert cli.json("search", "tea")["ranking"] == "lexical"
     assert cli.json(*HASH, "embed")["embedded"] == len(CONTENTS)  # the option wins
 
-    monkeypatch.setenv("MEMSTRATA_EMBEDDER", "word2vec")
+    monkeypatch.setenv("ERSTWHILE_EMBEDDER", "word2vec")
     result = cli.fails(2, "search", "tea")
     assert "--embedder" in result.stderr
 
@@ -144,12 +144,12 @@ def test_open_memory_passes_the_embedder_and_no_background_jobs(
 ) -> None:
     calls: list[tuple[str, dict[str, Any]]] = []
 
-    def fake_open(target: str, **options: Any) -> memstrata.Memory:
+    def fake_open(target: str, **options: Any) -> erstwhile.Memory:
         calls.append((target, options))
-        return memstrata.Memory.__new__(memstrata.Memory)
+        return erstwhile.Memory.__new__(erstwhile.Memory)
 
-    monkeypatch.setattr(context.memstrata, "open", fake_open)
-    ctx = typer.Context(click.Command("memstrata"))
+    monkeypatch.setattr(context.erstwhile, "open", fake_open)
+    ctx = typer.Context(click.Command("erstwhile"))
     for name in ("auto", "local", "none"):
         ctx.obj = CliState(db="x.db", embedder=name)  # type: ignore[arg-type]
         open_memory(ctx)

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import typer
 
-from memstrata.cli.app import exit_code
-from memstrata.cli.options import parse_pairs, parse_where
-from memstrata.domain.errors import InvalidInput, NotFound, PolicyLimit, WriteConflict
+from erstwhile.cli.app import exit_code
+from erstwhile.cli.options import parse_pairs, parse_where
+from erstwhile.domain.errors import InvalidInput, NotFound, PolicyLimit, WriteConflict
 
 if TYPE_CHECKING:
     from conftest import Cli
@@ -20,7 +20,7 @@ Plain = Callable[[str], str]
 
 def test_from_without_until_names_the_missing_end(cli: Cli) -> None:
     result = cli.fails(2, "search", "x", "--from", "2024-01-01")
-    assert result.stderr.startswith("error: memstrata.input.invalid: ")
+    assert result.stderr.startswith("error: erstwhile.input.invalid: ")
     assert "until is missing" in result.stderr
 
     result = cli.fails(2, "search", "x", "--until", "2024-01-01")
@@ -29,7 +29,7 @@ def test_from_without_until_names_the_missing_end(cli: Cli) -> None:
 
 def test_bad_time_options_are_input_errors(cli: Cli) -> None:
     reversed_window = cli.fails(2, "search", "x", "--from", "2024-01-02", "--until", "2024-01-01")
-    assert "memstrata.input.invalid" in reversed_window.stderr
+    assert "erstwhile.input.invalid" in reversed_window.stderr
 
     bad_instant = cli.fails(2, "search", "x", "--as-of", "yesterday")
     assert "as_of" in bad_instant.stderr
@@ -72,13 +72,13 @@ def test_bad_meta_and_duplicate_keys(cli: Cli, text: Plain) -> None:
 
 def test_numeric_where_with_a_word_is_refused_by_the_domain(cli: Cli) -> None:
     result = cli.fails(2, "search", "x", "--where", "priority>=high")
-    assert result.stderr.startswith("error: memstrata.input.invalid: ")
+    assert result.stderr.startswith("error: erstwhile.input.invalid: ")
     assert "not a number" in result.stderr
 
 
 def test_invalid_namespace_and_missing_required_options(cli: Cli, text: Plain) -> None:
     result = cli.fails(2, "add", "x", "--namespace", "Not Valid")
-    assert result.stderr.startswith("error: memstrata.input.invalid: namespace")
+    assert result.stderr.startswith("error: erstwhile.input.invalid: namespace")
 
     assert "--max-rows" in text(cli.fails(2, "expire", "--action", "invalidate").stderr)
     assert "--action" in text(cli.fails(2, "expire", "--max-rows", "3").stderr)
@@ -90,29 +90,29 @@ def test_invalid_namespace_and_missing_required_options(cli: Cli, text: Plain) -
 def test_not_found_is_exit_code_1(cli: Cli) -> None:
     for command in (["get", "nope"], ["delete", "nope"], ["verify", "nope", "--reviewer", "a"]):
         result = cli.fails(1, *command)
-        assert result.stderr.startswith("error: memstrata.not_found: ")
+        assert result.stderr.startswith("error: erstwhile.not_found: ")
 
 
 def test_an_unopenable_database_is_one_line(tmp_path: Any) -> None:
     from typer.testing import CliRunner
 
-    from memstrata.cli import app
+    from erstwhile.cli import app
 
     result = CliRunner().invoke(app, ["--db", str(tmp_path), "get", "x"])  # a directory
     assert result.exit_code == 1
     assert result.stderr.startswith(
-        f"error: memstrata.storage.unavailable: cannot open database {tmp_path}"
+        f"error: erstwhile.storage.unavailable: cannot open database {tmp_path}"
     )
 
     url = CliRunner().invoke(app, ["--db", "mysql://db/memory", "get", "x"])
     assert url.exit_code == 2
-    assert url.stderr.startswith("error: memstrata.input.invalid: storage url scheme")
+    assert url.stderr.startswith("error: erstwhile.input.invalid: storage url scheme")
 
     # a PostgreSQL URL is a backend now; a server that is not there is one line too
     down = CliRunner().invoke(app, ["--db", "postgresql://127.0.0.1:1/memory", "get", "x"])
     assert down.exit_code == 1
     assert down.stderr.startswith(
-        "error: memstrata.storage.unavailable: cannot connect to postgresql://@127.0.0.1:1/memory"
+        "error: erstwhile.storage.unavailable: cannot connect to postgresql://@127.0.0.1:1/memory"
     )
 
 

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 import typer
-from tests.support.scripts import memstrata_script
+from tests.support.scripts import erstwhile_script
 from typer.main import get_command
 
-from memstrata.cli import app
+from erstwhile.cli import app
 
 if TYPE_CHECKING:
     from conftest import Cli
@@ -34,7 +34,7 @@ def test_a_read_never_creates_a_store(tmp_path: Path, command: list[str]) -> Non
     missing = tmp_path / "no" / "such" / "dir" / "x.db"
     result = CliRunner().invoke(app, ["--db", str(missing), *command])
     assert result.exit_code == 1, result.output
-    assert result.stderr.startswith(f"error: memstrata.not_found: no database at {missing}")
+    assert result.stderr.startswith(f"error: erstwhile.not_found: no database at {missing}")
     assert not (tmp_path / "no").exists()  # no folder, no database
 
 
@@ -42,7 +42,7 @@ def test_expire_with_no_scope_needs_all(cli: Cli) -> None:
     for n in range(3):
         cli.add(f"note {n}", "--kind", "log" if n else "note", "--tag", "t")
     refused = cli.fails(2, "expire", "--action", "soft_delete", "--max-rows", "10")
-    assert refused.stderr.startswith("error: memstrata.input.invalid: ")
+    assert refused.stderr.startswith("error: erstwhile.input.invalid: ")
     assert "--all" in refused.stderr
     assert len(cli.search_ids("note")) == 3  # nothing was touched
     assert cli.json("expire", "--kind", "log", "--action", "soft_delete", "--max-rows", "9") == {
@@ -97,13 +97,13 @@ def test_boolean_flags_read_as_flags_in_every_help(cli: Cli) -> None:
         assert "<bool>" not in text, (path, text)
     assert "--json" in cli.ok("search", "--help").stdout
     refused = cli.fails(2, "search", "x", "--json", "true")
-    assert refused.stderr.startswith("error: memstrata.input.invalid: ")
+    assert refused.stderr.startswith("error: erstwhile.input.invalid: ")
 
 
 def test_usage_errors_are_one_line_with_a_code(cli: Cli) -> None:
     for args in (["nosuch"], ["search", "x", "--ranking", "best"], ["expire", "--max-rows", "1"]):
         result = cli.fails(2, *args)
-        assert result.stderr.startswith("error: memstrata.input.invalid: "), result.stderr
+        assert result.stderr.startswith("error: erstwhile.input.invalid: "), result.stderr
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
@@ -125,17 +125,17 @@ def test_get_a_version_of_an_unknown_record(cli: Cli) -> None:
 def test_empty_content_is_refused(cli: Cli) -> None:
     for content in ("", "   "):
         result = cli.fails(2, "add", content)
-        assert result.stderr.startswith("error: memstrata.input.invalid: records[0].content")
+        assert result.stderr.startswith("error: erstwhile.input.invalid: records[0].content")
 
 
 def test_serve_with_a_port_out_of_range_names_the_option(tmp_path: Path) -> None:
     result = subprocess.run(
-        [memstrata_script(), "--db", str(tmp_path / "x.db"), "serve", "--port", "99999"],
+        [erstwhile_script(), "--db", str(tmp_path / "x.db"), "serve", "--port", "99999"],
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert result.returncode == 2
-    assert result.stderr.startswith("error: memstrata.input.invalid: ")
+    assert result.stderr.startswith("error: erstwhile.input.invalid: ")
     assert "--port" in result.stderr and "config.server.port" not in result.stderr
     assert "Traceback" not in result.stderr

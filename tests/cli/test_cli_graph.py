@@ -22,7 +22,7 @@ def notes(cli: Cli) -> dict[str, str]:
 
 def test_extract_then_read_the_graph(cli: Cli, notes: dict[str, str]) -> None:
     refused = cli.fails(2, "extract")  # extraction is off unless chosen
-    assert "error: memstrata.input.invalid:" in refused.stderr and "extract" in refused.stderr
+    assert "error: erstwhile.input.invalid:" in refused.stderr and "extract" in refused.stderr
     report = cli.json("--extractor", "heuristic", "extract")
     assert (report["extracted"], report["remaining"], report["extractor_id"]) == (
         3, 0, "heuristic",

@@ -1,4 +1,4 @@
-"""``memstrata backup``, ``export``, ``import`` of an export and ``check`` as a user runs them."""
+"""``erstwhile backup``, ``export``, ``import`` of an export and ``check`` as a user runs them."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from memstrata.store.sql.rows import ROW_FIELDS
+from erstwhile.store.sql.rows import ROW_FIELDS
 
 from .conftest import Cli
 
@@ -15,7 +15,7 @@ def test_export_import_round_trip_and_check(cli: Cli, tmp_path: Path) -> None:
     old = cli.add("Alice works at Acme", "--key", "alice.employer", "--valid-from", "2023-01-01")
     cli.ok("supersede", old, "Alice works at Globex", "--valid-from", "2024-06-01")
     exported = cli.ok("export").stdout
-    assert json.loads(exported.splitlines()[0]) == {"format": 1, "memstrata": "export"}
+    assert json.loads(exported.splitlines()[0]) == {"format": 1, "erstwhile": "export"}
     path = tmp_path / "memory.jsonl"
     cli.ok("export", "--output", str(path))
     assert path.read_text(encoding="utf-8") == exported

@@ -1,4 +1,4 @@
-"""``memstrata mine``: a folder filed as records, its summary, and re-mining."""
+"""``erstwhile mine``: a folder filed as records, its summary, and re-mining."""
 
 from __future__ import annotations
 
@@ -70,4 +70,4 @@ def test_mine_options_and_errors(cli: Cli, tmp_path: Path) -> None:
     cli.fails(2, "mine", str(folder / "guide.md"))  # not a folder
     cli.fails(2, "mine", str(tmp_path / "missing"))
     result = cli.fails(2, "mine", str(folder), "--include", " ")
-    assert "error: memstrata.input.invalid: include" in result.stderr
+    assert "error: erstwhile.input.invalid: include" in result.stderr

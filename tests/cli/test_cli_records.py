@@ -145,7 +145,7 @@ def test_hard_delete_then_get_fails_with_not_found(cli: Cli) -> None:
     assert cli.json("delete", record_id, "--hard") == {"ids": [record_id], "hard": True}
 
     result = cli.fails(1, "get", record_id)
-    assert result.stderr.startswith("error: memstrata.not_found: ")
+    assert result.stderr.startswith("error: erstwhile.not_found: ")
     assert record_id in result.stderr
     assert result.stdout == ""
     cli.fails(1, "history", record_id)
@@ -187,7 +187,7 @@ def test_verify_promotes_trust(cli: Cli) -> None:
 def test_if_version_conflict_is_reported(cli: Cli) -> None:
     cli.add("first", "--id", "x", "--if-version", "0")
     result = cli.fails(1, "add", "second", "--id", "x", "--if-version", "0")
-    assert result.stderr.startswith("error: memstrata.write.version_conflict: ")
+    assert result.stderr.startswith("error: erstwhile.write.version_conflict: ")
     assert cli.json("get", "x")["content"] == "first"
 
     cli.ok("add", "second", "--id", "x", "--if-version", "1")
@@ -197,7 +197,7 @@ def test_if_version_conflict_is_reported(cli: Cli) -> None:
 def test_a_held_key_is_a_write_conflict(cli: Cli) -> None:
     cli.add("The user drives a red car", "--key", "user.car")
     result = cli.fails(1, "add", "The user drives a blue car", "--key", "user.car")
-    assert result.stderr.startswith("error: memstrata.write.conflict: ")
+    assert result.stderr.startswith("error: erstwhile.write.conflict: ")
 
 
 def test_namespaces_are_separate(cli: Cli) -> None:

@@ -1,4 +1,4 @@
-"""The installed ``memstrata`` console script, run as a real process."""
+"""The installed ``erstwhile`` console script, run as a real process."""
 
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.scripts import memstrata_script
+from tests.support.scripts import erstwhile_script
 
 
-def test_console_script_reads_memstrata_db_from_the_environment(tmp_path: Path) -> None:
+def test_console_script_reads_erstwhile_db_from_the_environment(tmp_path: Path) -> None:
     db = tmp_path / "env.db"
-    env = {**os.environ, "MEMSTRATA_DB": str(db), "MEMSTRATA_NAMESPACE": "agent"}
+    env = {**os.environ, "ERSTWHILE_DB": str(db), "ERSTWHILE_NAMESPACE": "agent"}
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [memstrata_script(), *args], env=env, capture_output=True, text=True, timeout=60
+            [erstwhile_script(), *args], env=env, capture_output=True, text=True, timeout=60
         )
 
     added = run("add", "The user drives a red car", "--key", "user.car", "--json")
@@ -32,7 +32,7 @@ def test_console_script_reads_memstrata_db_from_the_environment(tmp_path: Path) 
 
     missing = run("get", "no-such-id")
     assert missing.returncode == 1
-    assert missing.stderr.startswith("error: memstrata.not_found: ")
+    assert missing.stderr.startswith("error: erstwhile.not_found: ")
     assert "Traceback" not in missing.stderr
 
 
@@ -42,8 +42,8 @@ def test_a_cli_command_imports_only_what_it_uses(tmp_path: Path) -> None:
     model's runtime only when something is embedded."""
     script = (
         "import sys\n"
-        "from memstrata.cli import main\n"
-        f"sys.argv = ['memstrata', '--db', {str(tmp_path / 'x.db')!r}, '--embedder', 'hash',"
+        "from erstwhile.cli import main\n"
+        f"sys.argv = ['erstwhile', '--db', {str(tmp_path / 'x.db')!r}, '--embedder', 'hash',"
         " 'add', 'hello']\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "heavy = ('httpx', 'pydantic_settings', 'pathspec', 'fastapi', 'uvicorn', 'grpc',"

@@ -135,7 +135,7 @@ def test_human_output_is_a_table_and_notes_go_to_stderr(cli: Cli, text: Plain) -
 def test_semantic_ranking_without_an_embedder_is_refused(cli: Cli) -> None:
     cli.add("some text")
     result = cli.fails(1, "--embedder", "none", "search", "text", "--ranking", "semantic")
-    assert result.stderr.startswith("error: memstrata.search.semantic_unavailable: ")
+    assert result.stderr.startswith("error: erstwhile.search.semantic_unavailable: ")
     data = cli.json("--embedder", "none", "search", "text", "--ranking", "lexical")
     assert data["warnings"] == []
 

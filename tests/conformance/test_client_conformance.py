@@ -1,6 +1,6 @@
-"""One suite, two ways in: ``memstrata.open(path)`` and ``memstrata.Client(url)``.
+"""One suite, two ways in: ``erstwhile.open(path)`` and ``erstwhile.Client(url)``.
 
-Every test here runs against an embedded store and against a real ``memstrata serve``
+Every test here runs against an embedded store and against a real ``erstwhile serve``
 process through the client, with the same caps on both; both must pass the same
 assertions. ``test_same_script_same_results`` then runs one scripted session on a
 fresh store of each kind and compares the two transcripts value for value: records,
@@ -18,17 +18,17 @@ from typing import Any
 import pytest
 from tests.server.harness import TEST_POLICY, Server, start_server, write_config
 
-import memstrata
-from memstrata.service import Policy
+import erstwhile
+from erstwhile.service import Policy
 
 CAPS = Policy(**{k: v for k, v in TEST_POLICY.items() if k != "max_body_bytes"})
 HASH_ID = "hash:feature-hash-v1:256"
 
-Store = memstrata.Memory | memstrata.Client
+Store = erstwhile.Memory | erstwhile.Client
 
 
 def _serve(root: Path) -> tuple[Server, str]:
-    server = start_server(root / "server.db", write_config(root / "memstrata.toml"))
+    server = start_server(root / "server.db", write_config(root / "erstwhile.toml"))
     return server, server.token(admin=True, name="conformance")[1]
 
 
@@ -43,12 +43,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, s
 def m(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     store: Store
     if request.param == "embedded":
-        store = memstrata.open(
+        store = erstwhile.open(
             tmp_path / "embedded.db", embedder="hash", background_jobs=False, policy=CAPS
         )
     else:
         server, secret = request.getfixturevalue("served")
-        store = memstrata.Client(server.url, token=secret)
+        store = erstwhile.Client(server.url, token=secret)
     with store:
         yield store
 
@@ -76,10 +76,10 @@ def test_upsert_then_get(m: Store, ns: str) -> None:
             "valid_from": "2024-01-01",
         },
     )
-    assert isinstance(result, memstrata.UpsertResult)
+    assert isinstance(result, erstwhile.UpsertResult)
     assert (result.ids, result.versions, result.warnings) == (["car"], [1], [])
     record = m.get(ns, "car")
-    assert isinstance(record, memstrata.Record)
+    assert isinstance(record, erstwhile.Record)
     assert record.content == "The user drives a red car"
     assert record.kind == "fact" and record.tags == ["vehicle", "user"]
     assert record.metadata == {"colour": "red", "doors": "3", "electric": "false"}
@@ -102,7 +102,7 @@ def test_rewrite_makes_versions(m: Store, ns: str) -> None:
     assert m.upsert(ns, {"id": "a", "content": "v2", "if_version": 1}).versions == [2]
     assert m.get(ns, "a").content == "v2"
     assert m.get(ns, "a", version=1).content == "v1"
-    with pytest.raises(memstrata.NotFound):
+    with pytest.raises(erstwhile.NotFound):
         m.get(ns, "a", version=3)
 
 
@@ -141,13 +141,13 @@ def test_invalidate_delete_and_expire(m: Store, ns: str) -> None:
     assert m.get(ns, "b").deleted_at is not None
     assert m.search(ns, "beta", ranking="lexical").hits == []
     m.delete(ns, "b", hard=True)
-    with pytest.raises(memstrata.NotFound):
+    with pytest.raises(erstwhile.NotFound):
         m.get(ns, "b")
     assert m.expire(ns, filter={"team": "dev"}, action="soft_delete", max_rows=5) == 1
     assert m.expire(ns, filter={"team": "dev"}, action="soft_delete", max_rows=5) == 0
     assert m.expire(ns, predicates=[{"key": "team", "op": "EQ", "values": ["ops"]}],
                     action="hard_delete", max_rows=5) == 1  # fmt: skip
-    with pytest.raises(memstrata.NotFound):
+    with pytest.raises(erstwhile.NotFound):
         m.get(ns, "a")
 
 
@@ -165,7 +165,7 @@ def test_any_printable_id_is_addressable(m: Store, ns: str, record_id: str) -> N
     assert m.invalidate(ns, record_id, at="2099-01-01T00:00:00Z") == 3
     assert m.verify(ns, record_id, "reviewer") == 4
     m.delete(ns, record_id, hard=True)
-    with pytest.raises(memstrata.NotFound):
+    with pytest.raises(erstwhile.NotFound):
         m.get(ns, record_id)
 
 
@@ -191,7 +191,7 @@ def test_search_scope_and_shapes(m: Store, ns: str) -> None:
         ],
     )
     lexical = m.search(ns, "ticket login", ranking="lexical")
-    assert isinstance(lexical, memstrata.SearchResult)
+    assert isinstance(lexical, erstwhile.SearchResult)
     assert lexical.ranking == "lexical" and lexical.ids()[0] == "t1"
     assert lexical.hits[0].signals["lexical"]["rank"] == 1
     hybrid = m.search(ns, "ticket")
@@ -235,25 +235,25 @@ def test_embed_jobs_and_embedder(m: Store, ns: str) -> None:
 
 def test_errors_arrive_as_the_same_classes(m: Store, ns: str) -> None:
     m.upsert(ns, {"id": "a", "content": "x", "key": "k"})
-    cases: list[tuple[Callable[[], Any], type[memstrata.MemstrataError], str]] = [
+    cases: list[tuple[Callable[[], Any], type[erstwhile.ErstwhileError], str]] = [
         (lambda: m.upsert(ns, {"id": "a", "content": "y", "if_version": 7}),
-         memstrata.VersionConflict, "memstrata.write.version_conflict"),
+         erstwhile.VersionConflict, "erstwhile.write.version_conflict"),
         (lambda: m.upsert(ns, {"id": "b", "content": "y", "key": "k"}),
-         memstrata.WriteConflict, "memstrata.write.conflict"),
-        (lambda: m.get(ns, "missing"), memstrata.NotFound, "memstrata.not_found"),
+         erstwhile.WriteConflict, "erstwhile.write.conflict"),
+        (lambda: m.get(ns, "missing"), erstwhile.NotFound, "erstwhile.not_found"),
         (lambda: m.upsert(ns, {"content": "y", "colour": "red"}),
-         memstrata.InvalidInput, "memstrata.input.invalid"),
+         erstwhile.InvalidInput, "erstwhile.input.invalid"),
         (lambda: m.search(ns, "x", top_k=CAPS.max_top_k + 1),  # type: ignore[operator]
-         memstrata.PolicyLimit, "memstrata.policy.limit"),
+         erstwhile.PolicyLimit, "erstwhile.policy.limit"),
         (lambda: m.upsert(ns, [{"content": str(i)} for i in range(21)]),
-         memstrata.PolicyLimit, "memstrata.policy.limit"),
+         erstwhile.PolicyLimit, "erstwhile.policy.limit"),
         (lambda: m.expire(ns, action="invalidate", max_rows=101, all=True),
-         memstrata.PolicyLimit, "memstrata.policy.limit"),
-        (lambda: m.search("Bad Namespace", "x"), memstrata.InvalidInput, "memstrata.input.invalid"),
+         erstwhile.PolicyLimit, "erstwhile.policy.limit"),
+        (lambda: m.search("Bad Namespace", "x"), erstwhile.InvalidInput, "erstwhile.input.invalid"),
         (lambda: m.search(ns, "x", ranking="semantic", query_vector=[1.0]),
-         memstrata.InvalidInput, "memstrata.input.invalid"),
-        (lambda: m.set_embedding(ns, "a", [1.0, 2.0]), memstrata.InvalidInput,
-         "memstrata.input.invalid"),
+         erstwhile.InvalidInput, "erstwhile.input.invalid"),
+        (lambda: m.set_embedding(ns, "a", [1.0, 2.0]), erstwhile.InvalidInput,
+         "erstwhile.input.invalid"),
     ]  # fmt: skip
     for call, cls, code in cases:
         with pytest.raises(cls) as caught:
@@ -265,7 +265,7 @@ def test_errors_arrive_as_the_same_classes(m: Store, ns: str) -> None:
 # -- the same script, two stores, one transcript ----------------------------------------
 
 
-def _record(record: memstrata.Record) -> dict[str, Any]:
+def _record(record: erstwhile.Record) -> dict[str, Any]:
     data = record.to_json(include_vector=True)
     for instant in ("created_at", "updated_at", "deleted_at"):
         if instant in data:
@@ -281,20 +281,20 @@ def _script(m: Store) -> list[Any]:
     def step(name: str, call: Callable[[], Any]) -> None:
         try:
             value = call()
-        except memstrata.MemstrataError as error:
+        except erstwhile.ErstwhileError as error:
             out.append((name, "error", type(error).__name__, error.code, error.message))
             return
-        if isinstance(value, memstrata.Record):
+        if isinstance(value, erstwhile.Record):
             value = _record(value)
-        elif isinstance(value, list) and value and isinstance(value[0], memstrata.Record):
+        elif isinstance(value, list) and value and isinstance(value[0], erstwhile.Record):
             value = [_record(r) for r in value]
-        elif isinstance(value, memstrata.SearchResult):
+        elif isinstance(value, erstwhile.SearchResult):
             value = value.to_json(include_vector=True)  # what a caller can rely on
             for hit in value["hits"]:
                 for instant in ("created_at", "updated_at", "deleted_at"):
                     if instant in hit["record"]:
                         hit["record"][instant] = "<set>"
-        elif isinstance(value, memstrata.UpsertResult):
+        elif isinstance(value, erstwhile.UpsertResult):
             value = value.model_dump()
         out.append((name, value))
 
@@ -342,13 +342,13 @@ def _script(m: Store) -> list[Any]:
 
 
 def test_same_script_same_results(tmp_path: Path) -> None:
-    with memstrata.open(
+    with erstwhile.open(
         tmp_path / "embedded.db", embedder="hash", background_jobs=False, policy=CAPS
     ) as embedded:
         local = _script(embedded)
     server, secret = _serve(tmp_path)
     try:
-        with memstrata.Client(server.url, token=secret) as client:
+        with erstwhile.Client(server.url, token=secret) as client:
             remote = _script(client)
     finally:
         server.stop()
@@ -383,7 +383,7 @@ def test_expire_takes_the_search_scope_and_refuses_an_empty_one(m: Store, ns: st
         {"id": "b", "content": "b", "kind": "note", "tags": ["x"], "key": "k.b"},
         {"id": "c", "content": "c", "kind": "note"},
     ])  # fmt: skip
-    with pytest.raises(memstrata.InvalidInput, match="all=true"):
+    with pytest.raises(erstwhile.InvalidInput, match="all=true"):
         m.expire(ns, action="soft_delete", max_rows=10)
     assert all(m.get(ns, i).deleted_at is None for i in "abc")  # nothing changed
     assert m.expire(ns, kind="log", action="soft_delete", max_rows=10) == 1
@@ -397,15 +397,15 @@ def test_expire_takes_the_search_scope_and_refuses_an_empty_one(m: Store, ns: st
 
 def test_content_with_no_text_and_no_vector_is_refused(m: Store, ns: str) -> None:
     for content in ("", "  \n\t"):
-        with pytest.raises(memstrata.InvalidInput, match=r"records\[0\]\.content is empty"):
+        with pytest.raises(erstwhile.InvalidInput, match=r"records\[0\]\.content is empty"):
             m.upsert(ns, {"id": "empty", "content": content})
-    with pytest.raises(memstrata.NotFound):
+    with pytest.raises(erstwhile.NotFound):
         m.get(ns, "empty")
 
 
 def test_a_version_of_an_unknown_record_is_reported_as_no_such_record(m: Store, ns: str) -> None:
-    with pytest.raises(memstrata.NotFound, match="does not exist"):
+    with pytest.raises(erstwhile.NotFound, match="does not exist"):
         m.get(ns, "nope", version=3)
     m.add(ns, "here", id="here")
-    with pytest.raises(memstrata.NotFound, match="has no version 3"):
+    with pytest.raises(erstwhile.NotFound, match="has no version 3"):
         m.get(ns, "here", version=3)

@@ -1,5 +1,5 @@
-"""The knowledge graph through ``memstrata.open`` and through ``memstrata.Client`` (a
-real ``memstrata serve`` with the heuristic extractor): same calls, same answers."""
+"""The knowledge graph through ``erstwhile.open`` and through ``erstwhile.Client`` (a
+real ``erstwhile serve`` with the heuristic extractor): same calls, same answers."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 from tests.server.harness import Server, start_server, write_config
 
-import memstrata
+import erstwhile
 
-Store = memstrata.Memory | memstrata.Client
+Store = erstwhile.Memory | erstwhile.Client
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str]]:
     root = tmp_path_factory.mktemp("graph-conformance")
-    config = write_config(root / "memstrata.toml", extra='\n[extraction]\nprovider = "heuristic"\n')
+    config = write_config(root / "erstwhile.toml", extra='\n[extraction]\nprovider = "heuristic"\n')
     server = start_server(root / "server.db", config)
     yield server, server.token(admin=True, name="graph")[1]
     server.stop()
@@ -28,11 +28,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, s
 def m(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     store: Store
     if request.param == "embedded":
-        store = memstrata.open(tmp_path / "embedded.db", embedder="hash", extractor="heuristic",
+        store = erstwhile.open(tmp_path / "embedded.db", embedder="hash", extractor="heuristic",
                                background_jobs=False)  # fmt: skip
     else:
         server, secret = request.getfixturevalue("served")
-        store = memstrata.Client(server.url, token=secret)
+        store = erstwhile.Client(server.url, token=secret)
     with store:
         yield store
 
@@ -84,7 +84,7 @@ def test_asserted_facts_and_mentions(m: Store, ns: str) -> None:
     assert (edge.predicate, edge.provenance, edge.valid_to) == ("owns", None, None)
     assert edge.subject == made[0].entity
     assert m.relationships(ns, edge.subject) == [edge]
-    with pytest.raises(memstrata.NotFound):
+    with pytest.raises(erstwhile.NotFound):
         m.mention(ns, "missing", ["Ada"])
-    with pytest.raises(memstrata.InvalidInput):
+    with pytest.raises(erstwhile.InvalidInput):
         m.assert_fact(ns, "Ada", " ", "Launch")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memstrata.domain.time import format_instant, from_us, parse_instant
+from erstwhile.domain.time import format_instant, from_us, parse_instant
 
 _FIRST, _LAST = -62_135_596_800_000_000, 253_402_300_799_999_999  # 0001-01-01 .. 9999-12-31
 

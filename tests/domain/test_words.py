@@ -14,8 +14,8 @@ import Stemmer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memstrata.domain import words
-from memstrata.domain.words import (
+from erstwhile.domain import words
+from erstwhile.domain.words import (
     LANGUAGES,
     MAX_TERM,
     SIMPLE,
@@ -24,7 +24,7 @@ from memstrata.domain.words import (
     term_counts_of,
     terms,
 )
-from memstrata.store.sql import lexical
+from erstwhile.store.sql import lexical
 
 _WORD = re.compile(r"[^\W_]+")
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from memstrata.embedding import HashEmbedder
+from erstwhile.embedding import HashEmbedder
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from memstrata.embedding import HashEmbedder
+from erstwhile.embedding import HashEmbedder
 
 
 class CountingEmbedder(HashEmbedder):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memstrata.domain.errors import InvalidInput, ProviderFailed
-from memstrata.embedding import Embedder
+from erstwhile.domain.errors import InvalidInput, ProviderFailed
+from erstwhile.embedding import Embedder
 
 from .fakes import CountingEmbedder
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import memstrata
-from memstrata.embedding import (
+import erstwhile
+from erstwhile.embedding import (
     CachedEmbedder,
     EmbedderConfig,
     EmbeddingCache,
@@ -156,7 +156,7 @@ def test_each_namespace_has_its_own_cache(tmp_path: Path) -> None:
     to the provider again; a repeat within a namespace does not; metrics sum them."""
     provider = CountingEmbedder(8)
     shared = CachedEmbedder(provider, EmbeddingCache(2))
-    with memstrata.open(tmp_path / "m.db", embedder=shared, background_jobs=False) as m:
+    with erstwhile.open(tmp_path / "m.db", embedder=shared, background_jobs=False) as m:
         m.upsert("a", [{"content": "same text"}, {"content": "other text"}])
         m.upsert("b", [{"content": "same text"}])
         m.upsert("a", [{"content": "same text"}])  # a cached document vector

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memstrata.domain.errors import InvalidInput, ProviderFailed
-from memstrata.embedding import CommandEmbedder, EmbedderConfig, make_embedder
+from erstwhile.domain.errors import InvalidInput, ProviderFailed
+from erstwhile.embedding import CommandEmbedder, EmbedderConfig, make_embedder
 
 # Answers [len(text), 1, is_query] per text, and records its request and environment.
 PROGRAM = """\
@@ -71,9 +71,9 @@ def test_protocol_and_vectors(program: Path, tmp_path: Path) -> None:
 def test_environment_is_stripped(
     program: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("MEMSTRATA_CONFIG", "/etc/memstrata.toml")
-    monkeypatch.setenv("MEMSTRATA_AUTH_TOKEN", "ms-admin-token")
-    monkeypatch.setenv("memstrata_lowercase", "also ours")
+    monkeypatch.setenv("ERSTWHILE_CONFIG", "/etc/erstwhile.toml")
+    monkeypatch.setenv("ERSTWHILE_AUTH_TOKEN", "ms-admin-token")
+    monkeypatch.setenv("erstwhile_lowercase", "also ours")
     monkeypatch.setenv("EMBED_KEY", "sk-command-secret")
     monkeypatch.setenv("SAME_VALUE_ELSEWHERE", "sk-command-secret")
     monkeypatch.setenv("ORDINARY_SETTING", "kept")
@@ -81,7 +81,7 @@ def test_environment_is_stripped(
     e.embed_documents(["x"])
     env = run_record(tmp_path)["env"]
     assert isinstance(env, dict)
-    assert not [name for name in env if name.upper().startswith("MEMSTRATA_")]
+    assert not [name for name in env if name.upper().startswith("ERSTWHILE_")]
     assert "EMBED_KEY" not in env and "SAME_VALUE_ELSEWHERE" not in env
     assert "sk-command-secret" not in json.dumps(env)
     assert env["ORDINARY_SETTING"] == "kept"

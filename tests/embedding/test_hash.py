@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
-import memstrata
-from memstrata.embedding import EmbedderConfig, HashEmbedder, make_embedder
+import erstwhile
+from erstwhile.embedding import EmbedderConfig, HashEmbedder, make_embedder
 
-SRC = str(Path(memstrata.__file__).resolve().parents[1])
+SRC = str(Path(erstwhile.__file__).resolve().parents[1])
 TEXT = "Deterministic embeddings survive a restart, même avec des accents."
 
 
@@ -23,7 +23,7 @@ def test_identity() -> None:
 
 def test_deterministic_across_processes() -> None:
     script = (
-        "import json; from memstrata.embedding import HashEmbedder; "
+        "import json; from erstwhile.embedding import HashEmbedder; "
         f"print(json.dumps(HashEmbedder().embed_query({TEXT!r}).tolist()))"
     )
     vectors = []

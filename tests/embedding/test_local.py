@@ -13,13 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memstrata.embedding import LocalEmbedder, local_available
-from memstrata.embedding import local as local_module
+from erstwhile.embedding import LocalEmbedder, local_available
+from erstwhile.embedding import local as local_module
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 needs_torch = pytest.mark.skipif(
     not local_available(local_module.TORCH_MODEL),
-    reason="install the 'local' extra (pip install 'memstrata[local]') for the reference",
+    reason="install the 'local' extra (pip install 'erstwhile[local]') for the reference",
 )
 SAMPLES = [
     "Caroline: I went to a LGBTQ support group yesterday and it was so powerful.",
@@ -47,7 +47,7 @@ def test_identity_and_lazy_load() -> None:
 
 def test_the_default_needs_no_torch() -> None:
     script = (
-        "import sys, memstrata.embedding as e; x = e.default_embedder(); "
+        "import sys, erstwhile.embedding as e; x = e.default_embedder(); "
         "x.embed_query('hello'); print(x.embedder_id, "
         "[m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules])"
     )

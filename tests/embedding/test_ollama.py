@@ -3,8 +3,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memstrata.domain.errors import InvalidInput, ProviderFailed
-from memstrata.embedding import OllamaEmbedder
+from erstwhile.domain.errors import InvalidInput, ProviderFailed
+from erstwhile.embedding import OllamaEmbedder
 
 from .fake_server import FakeServer, Received, ollama_reply, reference_vectors
 

@@ -6,9 +6,9 @@ import socket
 import numpy as np
 import pytest
 
-from memstrata.domain.errors import InvalidInput, ProviderFailed
-from memstrata.domain.secrets import Secret
-from memstrata.embedding import OpenAIEmbedder
+from erstwhile.domain.errors import InvalidInput, ProviderFailed
+from erstwhile.domain.secrets import Secret
+from erstwhile.embedding import OpenAIEmbedder
 
 from .fake_server import FakeServer, Received, openai_reply, reference_vectors
 

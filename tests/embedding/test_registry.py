@@ -8,9 +8,9 @@ from pathlib import Path
 import pydantic
 import pytest
 
-import memstrata
-from memstrata.domain.errors import InvalidInput, ProviderFailed
-from memstrata.embedding import (
+import erstwhile
+from erstwhile.domain.errors import InvalidInput, ProviderFailed
+from erstwhile.embedding import (
     PROVIDERS,
     CommandEmbedder,
     Embedder,
@@ -26,7 +26,7 @@ from memstrata.embedding import (
 
 from .fakes import CountingEmbedder
 
-SRC = str(Path(memstrata.__file__).resolve().parents[1])
+SRC = str(Path(erstwhile.__file__).resolve().parents[1])
 
 
 def test_every_provider_is_registered() -> None:
@@ -101,8 +101,8 @@ def test_a_provider_is_one_registry_entry(monkeypatch: pytest.MonkeyPatch) -> No
             "base_url",
         ),
         (
-            EmbedderConfig(provider="openai", api_key_env="MEMSTRATA_TEST_SURELY_UNSET_KEY"),
-            "MEMSTRATA_TEST_SURELY_UNSET_KEY, which is not set",
+            EmbedderConfig(provider="openai", api_key_env="ERSTWHILE_TEST_SURELY_UNSET_KEY"),
+            "ERSTWHILE_TEST_SURELY_UNSET_KEY, which is not set",
         ),
     ],
 )
@@ -120,7 +120,7 @@ def test_config_rejects_unknown_fields_and_bad_values() -> None:
 
 def test_importing_embedding_stays_light() -> None:
     script = (
-        "import sys; import memstrata.embedding as e; e.LocalEmbedder(); e.default_embedder(); "
+        "import sys; import erstwhile.embedding as e; e.LocalEmbedder(); e.default_embedder(); "
         "heavy = [m for m in ('torch', 'sentence_transformers', 'transformers', 'onnxruntime') "
         "if m in sys.modules]; print(heavy)"
     )
@@ -132,10 +132,10 @@ def test_importing_embedding_stays_light() -> None:
 
 
 def test_local_without_the_extra_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    from memstrata.embedding import local
+    from erstwhile.embedding import local
 
     monkeypatch.setattr(local, "local_available", lambda model: False)
-    with pytest.raises(ProviderFailed, match=r"pip install 'memstrata\[local\]'"):
+    with pytest.raises(ProviderFailed, match=r"pip install 'erstwhile\[local\]'"):
         LocalEmbedder("all-MiniLM-L6-v2").embed_query("x")
     with pytest.raises(ProviderFailed, match="its core dependencies ship this model"):
         LocalEmbedder().embed_query("x")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from memstrata.domain.errors import InvalidInput, ProviderFailed
-from memstrata.embedding import EmbedderConfig, make_embedder
+from erstwhile.domain.errors import InvalidInput, ProviderFailed
+from erstwhile.embedding import EmbedderConfig, make_embedder
 
 from .fake_server import FakeServer, Received, openai_reply
 
@@ -91,7 +91,7 @@ def test_command_provider_never_receives_the_key(
         "json.dump({'embeddings': [[1.0, 0.0] for _ in req['input']]}, sys.stdout)\n"
     )
     monkeypatch.setenv("ANOTHER_NAMESPACE_KEY", "sk-other-secret")
-    monkeypatch.setenv("MEMSTRATA_AUTH_TOKEN", "ms-token")
+    monkeypatch.setenv("ERSTWHILE_AUTH_TOKEN", "ms-token")
     embedder = make_embedder(
         EmbedderConfig(
             provider="command",

@@ -18,13 +18,13 @@ from tests.server.harness import Server
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Secrets]]:
-    """A real ``memstrata serve`` (auth on) and its tokens, one per test module."""
+    """A real ``erstwhile serve`` (auth on) and its tokens, one per test module."""
     yield from serve(tmp_path_factory)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if not FIGURES.counts:
         return
-    terminalreporter.section("memstrata fault suite figures")
+    terminalreporter.section("erstwhile fault suite figures")
     for line in FIGURES.lines():
         terminalreporter.write_line(line)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from memstrata.embedding import Embedder
+from erstwhile.embedding import Embedder
 
 
 class SlowTwin(Embedder):

@@ -1,4 +1,4 @@
-"""One real ``memstrata serve`` for the fault suite's wire tests (auth on, small caps),
+"""One real ``erstwhile serve`` for the fault suite's wire tests (auth on, small caps),
 and the SPEC §13 error shape every refusal must have."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 from tests.faults.figures import FIGURES
 from tests.server.harness import Server, start_server, write_config
 
-import memstrata
-from memstrata.access import Access
-from memstrata.adapters.rest_models import HTTP_STATUS
+import erstwhile
+from erstwhile.access import Access
+from erstwhile.adapters.rest_models import HTTP_STATUS
 
 
 @dataclass(frozen=True)
@@ -28,9 +28,9 @@ class Secrets:
 
 def serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Secrets]]:
     root: Path = tmp_path_factory.mktemp("faults-server")
-    server = start_server(root / "server.db", write_config(root / "memstrata.toml"))
+    server = start_server(root / "server.db", write_config(root / "erstwhile.toml"))
     disabled_id, disabled = server.token(name="disabled")
-    with memstrata.open(server.db, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(server.db, embedder="none", background_jobs=False) as m:
         Access(m.service.store).disable(disabled_id)
     secrets = Secrets(
         admin=server.token(admin=True, name="admin")[1],
@@ -58,7 +58,7 @@ def assert_answer(response: httpx.Response) -> None:
     code, message = body["error"]["code"], body["error"]["message"]
     assert isinstance(message, str) and message, body
     if response.status_code == 405:
-        assert code == "memstrata.input.invalid"
+        assert code == "erstwhile.input.invalid"
         return
     assert code in HTTP_STATUS, body
     assert HTTP_STATUS[code] == response.status_code, body

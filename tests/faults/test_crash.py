@@ -2,7 +2,7 @@
 acknowledged write is there, no batch is partial, no chain forked, ``check`` passes.
 
 Trials are few and short (CI runs them every time); the seed is printed in the
-assertion message, and ``MEMSTRATA_FAULT_TRIALS`` runs more by hand.
+assertion message, and ``ERSTWHILE_FAULT_TRIALS`` runs more by hand.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from tests.faults.embedders import SlowTwin
 from tests.faults.figures import FIGURES
 from tests.faults.verify import acknowledged, verify
 
-import memstrata
-from memstrata import backups
+import erstwhile
+from erstwhile import backups
 
 WRITER = Path(__file__).with_name("writer.py")
-TRIALS = int(os.environ.get("MEMSTRATA_FAULT_TRIALS", "4"))
+TRIALS = int(os.environ.get("ERSTWHILE_FAULT_TRIALS", "4"))
 BATCH = 8
 
 
@@ -72,7 +72,7 @@ def test_kill_during_batch_upserts(store_target: str, tmp_path: Path, trial: int
 # embeds is one line in the log.
 EMBED_WORKER = """
 import sys, time
-import memstrata
+import erstwhile
 from tests.faults.embedders import SlowTwin
 
 class Slow(SlowTwin):
@@ -82,7 +82,7 @@ class Slow(SlowTwin):
             log.write(f"{len(texts)}\\n")
         return super()._embed_batch(texts, query=query)
 
-with memstrata.open(sys.argv[1], embedder=Slow(), background_jobs=False) as m:
+with erstwhile.open(sys.argv[1], embedder=Slow(), background_jobs=False) as m:
     m.embed("faults")
 """
 
@@ -90,7 +90,7 @@ with memstrata.open(sys.argv[1], embedder=Slow(), background_jobs=False) as m:
 @pytest.mark.parametrize("trial", range(TRIALS))
 def test_kill_during_embed_jobs(store_target: str, tmp_path: Path, trial: int) -> None:
     rnd = random.Random()
-    with memstrata.open(store_target, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(store_target, embedder="none", background_jobs=False) as m:
         m.upsert("faults", [{"id": f"r{i:03d}", "content": f"text {i}"} for i in range(120)])
         before = list(backups.export_lines(m))
     worker = tmp_path / "embed_worker.py"
@@ -112,7 +112,7 @@ def test_kill_during_embed_jobs(store_target: str, tmp_path: Path, trial: int) -
         process.wait()
     FIGURES.add("trials")
     FIGURES.add("embed jobs killed")
-    with memstrata.open(store_target, embedder=SlowTwin(), background_jobs=False) as m:
+    with erstwhile.open(store_target, embedder=SlowTwin(), background_jobs=False) as m:
         jobs = m.service.jobs("faults")
         assert [job["state"] for job in jobs] in (["interrupted"], ["done"])
         report = m.embed("faults")

@@ -3,7 +3,7 @@ non-finite numbers, unknown and server-owned fields, odd path segments, raw byte
 Every answer is below 500 with the SPEC §13 shape, and a refused request leaves the
 store exactly as it was (the namespace's export is byte-identical before and after).
 
-REST goes through a real ``memstrata serve``; MCP through the official SDK client
+REST goes through a real ``erstwhile serve``; MCP through the official SDK client
 against the server in this process.
 """
 
@@ -22,13 +22,13 @@ from tests.faults.figures import FIGURES
 from tests.faults.server import Secrets, assert_answer
 from tests.server.harness import Server
 
-import memstrata
+import erstwhile
+from erstwhile import backups
+from erstwhile.adapters.mcp import build_mcp_server
 from mcp import Client
-from memstrata import backups
-from memstrata.adapters.mcp import build_mcp_server
 
-# bounded for CI; MEMSTRATA_FUZZ_EXAMPLES=2000 hunts harder by hand
-EXAMPLES = int(os.environ.get("MEMSTRATA_FUZZ_EXAMPLES", "60"))
+# bounded for CI; ERSTWHILE_FUZZ_EXAMPLES=2000 hunts harder by hand
+EXAMPLES = int(os.environ.get("ERSTWHILE_FUZZ_EXAMPLES", "60"))
 NS = "fuzz"
 SETTINGS = settings(
     max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
@@ -100,7 +100,7 @@ def requests(draw: st.DrawFn) -> tuple[str, str, bytes]:
 
 
 def _export(server: Server) -> list[str]:
-    with memstrata.open(server.db, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(server.db, embedder="none", background_jobs=False) as m:
         return list(backups.export_lines(m, NS))
 
 
@@ -160,7 +160,7 @@ def tool_calls(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
 
 
 def test_mcp_hostile_input(tmp_path: Any) -> None:
-    with memstrata.open(tmp_path / "m.db", embedder="hash", background_jobs=False) as memory:
+    with erstwhile.open(tmp_path / "m.db", embedder="hash", background_jobs=False) as memory:
         memory.add("default", "fuzz target", id="a")
         server = build_mcp_server(memory.service)
         state = {"before": list(backups.export_lines(memory))}
@@ -181,7 +181,7 @@ def test_mcp_hostile_input(tmp_path: Any) -> None:
             if is_error:
                 FIGURES.add("fuzz refusals (MCP)")
                 # a coded refusal, never a crash surfaced as "Error executing tool"
-                assert text.startswith("memstrata.") and "internal" not in text, text
+                assert text.startswith("erstwhile.") and "internal" not in text, text
                 assert after == state["before"], (name, arguments, text)
             state["before"] = after
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from tests.faults.figures import FIGURES
 
-import memstrata
+import erstwhile
 
 
 def _secrets() -> dict[str, str]:
@@ -43,7 +43,7 @@ def _traces(path: Path, secrets: dict[str, str]) -> dict[str, list[str]]:
     return found
 
 
-def _write(memory: memstrata.Memory, secrets: dict[str, str], rid: str) -> None:
+def _write(memory: erstwhile.Memory, secrets: dict[str, str], rid: str) -> None:
     memory.upsert("ns", [{
         "id": rid, "content": f"the {secrets['old_version']} words", "key": secrets["key"],
     }])  # fmt: skip
@@ -63,7 +63,7 @@ def _checkpoint(path: Path) -> None:
 
 
 def test_store_connections_set_secure_delete(tmp_path: Path) -> None:
-    with memstrata.open(tmp_path / "m.db", embedder="none", background_jobs=False) as m:
+    with erstwhile.open(tmp_path / "m.db", embedder="none", background_jobs=False) as m:
         conn = m.service.store.db.conn()  # type: ignore[attr-defined]
         assert conn.execute("PRAGMA secure_delete").fetchone()[0] == 1
 
@@ -80,7 +80,7 @@ def _assert_scrubbed(path: Path, secrets: dict[str, str]) -> None:
 def test_hard_delete_scrubs_every_byte(tmp_path: Path, how: str) -> None:
     path = tmp_path / "m.db"
     secrets = _secrets()
-    with memstrata.open(path, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(path, embedder="hash", background_jobs=False) as m:
         # neighbours share the index pages, so the purge cannot just drop whole pages
         m.upsert("ns", [{"content": f"neighbour words number {i}"} for i in range(200)])
         _write(m, secrets, "secret")
@@ -104,13 +104,13 @@ def test_hard_delete_scrubs_every_byte_beside_a_merge(
     """The writes before the delete bring SQLite's lexical tail to its bound, so a
     merge beside the writers is under way or about to start as the delete empties
     the WAL: whichever comes first, no byte of the record is left."""
-    from memstrata.store.sql import lexical
+    from erstwhile.store.sql import lexical
 
     monkeypatch.setattr(lexical, "TAIL_ROWS", 50)
     monkeypatch.setattr(lexical, "TAIL_MAX", 50)
     path = tmp_path / "m.db"
     secrets = _secrets()
-    with memstrata.open(path, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(path, embedder="hash", background_jobs=False) as m:
         for start in range(0, 200, 49):
             m.upsert("ns", [{"content": f"neighbour words number {i}"}
                             for i in range(start, start + 49)])  # fmt: skip

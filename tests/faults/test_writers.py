@@ -1,7 +1,7 @@
 """N writer processes on one store (a SQLite file, a PostgreSQL schema), racing for one
 key: nothing acknowledged is lost, no batch is partial, the chain does not fork. On
 SQLite, backups taken while the writers run are consistent stores that
-``memstrata check`` passes."""
+``erstwhile check`` passes."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from tests.faults.verify import acknowledged, verify
 from tests.faults.writer import NAMESPACE
 from tests.server.harness import CLI
 
-import memstrata
-from memstrata import backups
+import erstwhile
+from erstwhile import backups
 
 WRITERS = 4
 BATCHES = 12
@@ -39,7 +39,7 @@ def run_writers(target: str, tmp_path: Path, during: object = None) -> list[Path
 
 
 def test_writer_processes_lose_nothing_and_never_fork(store_target: str, tmp_path: Path) -> None:
-    with memstrata.open(store_target, embedder="hash", background_jobs=False):
+    with erstwhile.open(store_target, embedder="hash", background_jobs=False):
         pass  # migrations once, before the race
     acks = run_writers(store_target, tmp_path)
     FIGURES.add("trials")
@@ -48,7 +48,7 @@ def test_writer_processes_lose_nothing_and_never_fork(store_target: str, tmp_pat
     outcome.record()
     assert outcome.acknowledged >= WRITERS * BATCHES * BATCH
     outcome.assert_clean()
-    with memstrata.open(store_target, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(store_target, embedder="hash", background_jobs=False) as m:
         chain = m.history(NAMESPACE, m.search(NAMESPACE, "shared", key="shared",
                                               ranking="lexical").ids()[0])  # fmt: skip
     assert len(chain) >= 1 and all(r.key == "shared" for r in chain[-1:])
@@ -56,7 +56,7 @@ def test_writer_processes_lose_nothing_and_never_fork(store_target: str, tmp_pat
 
 def test_backup_while_four_writers_run_passes_check(tmp_path: Path) -> None:
     target = str(tmp_path / "live.db")
-    with memstrata.open(target, embedder="hash", background_jobs=False):
+    with erstwhile.open(target, embedder="hash", background_jobs=False):
         pass
     copies: list[Path] = []
 
@@ -66,7 +66,7 @@ def test_backup_while_four_writers_run_passes_check(tmp_path: Path) -> None:
     def take_backups(processes: list[subprocess.Popen[bytes]]) -> None:
         """Up to five backups, spread over the run: one per eight new batches."""
         last = -8
-        with memstrata.open(target, embedder="hash", background_jobs=False) as m:
+        with erstwhile.open(target, embedder="hash", background_jobs=False) as m:
             while any(p.poll() is None for p in processes) and len(copies) < 5:
                 if acked() - last < 8:
                     time.sleep(0.005)  # a poll interval, not a synchronisation
@@ -100,7 +100,7 @@ def test_verify_notices_a_lost_write_and_a_partial_batch(tmp_path: Path) -> None
     acks = tmp_path / "acks.txt"
     process = start_writer(target, 7, 2, acks)
     assert process.wait(timeout=120) == 0
-    with memstrata.open(target, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(target, embedder="hash", background_jobs=False) as m:
         m.delete(NAMESPACE, "w7-1-3", hard=True)
     outcome = verify(target, [acks], BATCH)
     assert outcome.lost == ["w7-1-3"] and outcome.partial == ["7-1"]

@@ -12,8 +12,8 @@ from pathlib import Path
 from tests.faults.figures import FIGURES
 from tests.faults.writer import NAMESPACE
 
-import memstrata
-from memstrata import backups
+import erstwhile
+from erstwhile import backups
 
 _ID = re.compile(r"^w(\d+-\d+)-\d+$")
 
@@ -52,7 +52,7 @@ def verify(target: str, acks: list[Path], size: int, *, acked_only: bool = False
     ``acked_only``: the store may hold *fewer* writes than acknowledged (a backup
     taken mid-run), so only whole-batch and chain rules apply."""
     outcome = Outcome()
-    with memstrata.open(target, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(target, embedder="hash", background_jobs=False) as m:
         store = m.service.store
         with store.reader() as read:
             rows = read("SELECT id, key, superseded_by FROM records WHERE namespace = ?",

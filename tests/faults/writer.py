@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import sys
 
-import memstrata
-from memstrata.domain.errors import NotFound, WriteConflict
+import erstwhile
+from erstwhile.domain.errors import NotFound, WriteConflict
 
 NAMESPACE = "faults"
 
@@ -20,7 +20,7 @@ NAMESPACE = "faults"
 def main() -> None:
     target, worker, batches, size, acks = sys.argv[1:6]
     with (
-        memstrata.open(target, embedder="hash", background_jobs=False) as m,
+        erstwhile.open(target, embedder="hash", background_jobs=False) as m,
         open(acks, "a", buffering=1, encoding="utf-8") as log,
     ):
         for batch in range(int(batches)):
@@ -36,7 +36,7 @@ def main() -> None:
                 chain(m, log, f"s{tag}")
 
 
-def chain(m: memstrata.Memory, log: object, new_id: str) -> None:
+def chain(m: erstwhile.Memory, log: object, new_id: str) -> None:
     found = m.search(NAMESPACE, "shared", key="shared", ranking="lexical", top_k=1)
     record = {"id": new_id, "content": f"shared holder {new_id}", "key": "shared"}
     if found.hits:

@@ -8,12 +8,12 @@ from collections.abc import Iterator
 import pytest
 from tests.embedding.conftest import server  # noqa: F401 - the fake HTTP server, shared
 
-import memstrata
+import erstwhile
 
 
 @pytest.fixture
-def graph(store_target: str) -> Iterator[memstrata.Memory]:
+def graph(store_target: str) -> Iterator[erstwhile.Memory]:
     """No embedder (lexical search is enough to seed expansion), extraction by hand."""
-    m = memstrata.open(store_target, embedder="none", extractor="heuristic", background_jobs=False)
+    m = erstwhile.open(store_target, embedder="none", extractor="heuristic", background_jobs=False)
     yield m
     m.close()

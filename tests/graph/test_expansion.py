@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import pytest
 
-import memstrata
+import erstwhile
 
 NS = "exp"
 
 
-def entity(m: memstrata.Memory, name: str) -> str:
+def entity(m: erstwhile.Memory, name: str) -> str:
     (found,) = [e.id for e in m.entities(NS, name) if e.name == name]
     return found
 
 
-def edge(m: memstrata.Memory, subject: str, predicate: str) -> str:
+def edge(m: erstwhile.Memory, subject: str, predicate: str) -> str:
     (found,) = [
         e.id for e in m.relationships(NS, entity(m, subject), include_expired=True)
         if e.predicate == predicate
@@ -24,7 +24,7 @@ def edge(m: memstrata.Memory, subject: str, predicate: str) -> str:
     return found
 
 
-def world(m: memstrata.Memory) -> None:
+def world(m: erstwhile.Memory) -> None:
     m.upsert(NS, [
         {"id": "seed", "content": "Ada works on Apollo", "tags": ["work"],
          "valid_from": "2024-01-01"},
@@ -41,11 +41,11 @@ def world(m: memstrata.Memory) -> None:
     m.extract(NS)
 
 
-def search(m: memstrata.Memory, **options: object) -> memstrata.SearchResult:
+def search(m: erstwhile.Memory, **options: object) -> erstwhile.SearchResult:
     return m.search(NS, "works", ranking="lexical", tags=["work"], **options)
 
 
-def test_appended_records_obey_scope_and_time(graph: memstrata.Memory) -> None:
+def test_appended_records_obey_scope_and_time(graph: erstwhile.Memory) -> None:
     world(graph)
     february = search(graph, as_of="2024-02-01", expand=True)
     plain = search(graph, as_of="2024-02-01")
@@ -72,7 +72,7 @@ def test_appended_records_obey_scope_and_time(graph: memstrata.Memory) -> None:
                                                     "k", "kafka-doc"]  # fmt: skip
 
 
-def test_hops_and_limit(graph: memstrata.Memory) -> None:
+def test_hops_and_limit(graph: erstwhile.Memory) -> None:
     graph.upsert(NS, [
         {"id": "p1", "content": "first page", "kind": "page"},
         {"id": "p2", "content": "second", "kind": "page"},
@@ -102,11 +102,11 @@ def test_hops_and_limit(graph: memstrata.Memory) -> None:
 
 
 def test_the_expand_limit_is_capped_by_policy(store_target: str) -> None:
-    caps = memstrata.service.Policy(max_top_k=5)
-    with memstrata.open(store_target, embedder="none", background_jobs=False,
+    caps = erstwhile.service.Policy(max_top_k=5)
+    with erstwhile.open(store_target, embedder="none", background_jobs=False,
                         policy=caps) as m:  # fmt: skip
         m.add(NS, "note")
-        with pytest.raises(memstrata.PolicyLimit) as error:
+        with pytest.raises(erstwhile.PolicyLimit) as error:
             m.search(NS, "note", top_k=5, expand={"limit": 6})
         assert "expand.limit" in error.value.message
         assert m.search(NS, "note", top_k=5, expand={"limit": 5}).ids()

@@ -14,7 +14,7 @@ from typing import Any
 
 from tests.support.pg import fresh_target
 
-import memstrata
+import erstwhile
 
 FIRST = ["Ada", "Grace", "Linus", "Barbara", "Edsger", "Donald", "Frances", "Ken", "Radia"]
 LAST = ["Lovelace", "Hopper", "Torvalds", "Liskov", "Dijkstra", "Knuth", "Allen", "Thompson"]
@@ -36,8 +36,8 @@ def records() -> list[dict[str, Any]]:
 WORKER = textwrap.dedent(
     """
     import sys, time
-    import memstrata
-    from memstrata.extraction import HeuristicExtractor
+    import erstwhile
+    from erstwhile.extraction import HeuristicExtractor
 
     class Slow(HeuristicExtractor):
         def _extract(self, text):
@@ -46,13 +46,13 @@ WORKER = textwrap.dedent(
             time.sleep(0.03)
             return super()._extract(text)
 
-    m = memstrata.open(sys.argv[1], embedder="none", extractor=Slow(), background_jobs=False)
+    m = erstwhile.open(sys.argv[1], embedder="none", extractor=Slow(), background_jobs=False)
     m.extract("ns")
     """
 )
 
 
-def stored(m: memstrata.Memory) -> list[Any]:
+def stored(m: erstwhile.Memory) -> list[Any]:
     """Every stored field of every version of every record, payload bytes included."""
     out = []
     for record in records():
@@ -62,7 +62,7 @@ def stored(m: memstrata.Memory) -> list[Any]:
     return out
 
 
-def graph_state(m: memstrata.Memory) -> dict[str, Any]:
+def graph_state(m: erstwhile.Memory) -> dict[str, Any]:
     g = m.service.store.graph
     entities = g.known("ns")
     edges = []
@@ -80,7 +80,7 @@ def graph_state(m: memstrata.Memory) -> dict[str, Any]:
 
 
 def test_a_killed_extract_job_replays_to_the_clean_graph(store_target: str, tmp_path: Path) -> None:
-    with memstrata.open(store_target, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(store_target, embedder="none", background_jobs=False) as m:
         m.upsert("ns", records())
         before = stored(m)
     log = tmp_path / "read.txt"
@@ -96,7 +96,7 @@ def test_a_killed_extract_job_replays_to_the_clean_graph(store_target: str, tmp_
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
 
-    with memstrata.open(store_target, embedder="none", extractor="heuristic",
+    with erstwhile.open(store_target, embedder="none", extractor="heuristic",
                         background_jobs=False) as m:  # fmt: skip
         (killed,) = m.service.jobs("ns")
         assert killed["state"] == "interrupted"
@@ -110,7 +110,7 @@ def test_a_killed_extract_job_replays_to_the_clean_graph(store_target: str, tmp_
 
     clean_target, cleanup = fresh_target("postgres" if "://" in store_target else "sqlite")
     try:
-        with memstrata.open(clean_target, embedder="none", extractor="heuristic",
+        with erstwhile.open(clean_target, embedder="none", extractor="heuristic",
                             background_jobs=False) as clean:  # fmt: skip
             clean.upsert("ns", records())
             clean.extract("ns")

@@ -7,18 +7,18 @@ from typing import Any
 
 import pytest
 
-import memstrata
-from memstrata.domain.time import parse_instant
+import erstwhile
+from erstwhile.domain.time import parse_instant
 
 NS = "team"
 
 
-def by_name(m: memstrata.Memory, name: str) -> str:
+def by_name(m: erstwhile.Memory, name: str) -> str:
     (found,) = [e for e in m.entities(NS) if e.name == name]
     return found.id
 
 
-def facts(m: memstrata.Memory, **options: Any) -> set[tuple[str, str, str]]:
+def facts(m: erstwhile.Memory, **options: Any) -> set[tuple[str, str, str]]:
     names = {e.id: e.name for e in m.entities(NS)}
     edges = m.service.store.graph.relationships(NS, None, None) if options.get("every") else [
         edge for entity in names for edge in m.relationships(NS, entity)
@@ -26,7 +26,7 @@ def facts(m: memstrata.Memory, **options: Any) -> set[tuple[str, str, str]]:
     return {(names[e.subject], e.predicate, names[e.object]) for e in edges}
 
 
-def snapshot(m: memstrata.Memory) -> list[dict[str, Any]]:
+def snapshot(m: erstwhile.Memory) -> list[dict[str, Any]]:
     """Every stored field of every version of every record."""
     out = []
     for hit in m.search(NS, "a", include_historical=True, ranking="lexical", top_k=1000).hits:
@@ -35,7 +35,7 @@ def snapshot(m: memstrata.Memory) -> list[dict[str, Any]]:
     return sorted(out, key=lambda r: (r["id"], r["version"]))
 
 
-def test_extraction_reads_notes_and_changes_no_record(graph: memstrata.Memory) -> None:
+def test_extraction_reads_notes_and_changes_no_record(graph: erstwhile.Memory) -> None:
     graph.upsert(NS, [
         {"id": "n1", "content": "Ada works on Apollo. Apollo depends on Redis a lot."},
         {"id": "n2", "content": "Bob works on Apollo", "kind": "fact"},  # not a note: skipped
@@ -67,12 +67,12 @@ def test_extraction_reads_notes_and_changes_no_record(graph: memstrata.Memory) -
 
 
 def test_mentions_keep_the_records_spelling_and_entities_converge(
-    graph: memstrata.Memory,
+    graph: erstwhile.Memory,
 ) -> None:
     graph.upsert(NS, [
-        {"id": "a", "content": "Ada Lovelace works on Memstrata"},
+        {"id": "a", "content": "Ada Lovelace works on Erstwhile"},
         {"id": "b", "content": "ADA LOVELACE joined Acme"},
-        {"id": "c", "content": "@ada-lovelace uses Memstrata"},
+        {"id": "c", "content": "@ada-lovelace uses Erstwhile"},
         {"id": "d", "content": "Ada-Lovelace uses Redis"},
     ])  # fmt: skip
     graph.extract(NS)
@@ -85,7 +85,7 @@ def test_mentions_keep_the_records_spelling_and_entities_converge(
     assert graph.entity(NS, ada)["kind"] == "person"
 
 
-def test_asserted_facts_keep_free_labels_and_are_never_swept(graph: memstrata.Memory) -> None:
+def test_asserted_facts_keep_free_labels_and_are_never_swept(graph: erstwhile.Memory) -> None:
     first = graph.add(NS, "Ada works on Apollo", valid_from="2024-01-01")
     graph.extract(NS)
     asserted = graph.assert_fact(NS, "Ada", "  Mentors ", {"name": "Grace", "kind": "Mentor"},
@@ -107,11 +107,11 @@ def test_asserted_facts_keep_free_labels_and_are_never_swept(graph: memstrata.Me
     every = graph.relationships(NS, ada, include_expired=True)
     (closed,) = [e for e in every if e.valid_to is not None]
     assert closed.valid_to == parse_instant("2024-06-01", "t")  # when the record stopped
-    with pytest.raises(memstrata.InvalidInput):
+    with pytest.raises(erstwhile.InvalidInput):
         graph.relationships(NS, ada, include_expired=True, as_of="2024-01-01")
 
 
-def test_invalidation_closes_facts_at_the_invalidation(graph: memstrata.Memory) -> None:
+def test_invalidation_closes_facts_at_the_invalidation(graph: erstwhile.Memory) -> None:
     note = graph.add(NS, "Ada uses Redis", valid_from="2024-01-01")
     graph.extract(NS)
     graph.invalidate(NS, note, at="2024-05-01")
@@ -122,7 +122,7 @@ def test_invalidation_closes_facts_at_the_invalidation(graph: memstrata.Memory) 
 
 
 def test_a_rewritten_record_is_read_again_and_its_old_facts_retracted(
-    graph: memstrata.Memory,
+    graph: erstwhile.Memory,
 ) -> None:
     graph.add(NS, "Ada uses Redis", id="r")
     graph.extract(NS)
@@ -136,7 +136,7 @@ def test_a_rewritten_record_is_read_again_and_its_old_facts_retracted(
     assert {m.spelling for m in graph.service.store.graph.mentions(NS)} == {"Ada", "Kafka"}
 
 
-def test_asserted_mentions_and_errors(graph: memstrata.Memory) -> None:
+def test_asserted_mentions_and_errors(graph: erstwhile.Memory) -> None:
     rid = graph.add(NS, "a meeting about the launch", kind="decision")
     made = graph.mention(NS, rid, ["Ada", {"name": "Launch Plan", "kind": " Project ",
                                            "aliases": ["LP"]}])  # fmt: skip
@@ -146,23 +146,23 @@ def test_asserted_mentions_and_errors(graph: memstrata.Memory) -> None:
     assert (plan["kind"], plan["aliases"]) == ("project", ["LP"])
     assert [e.name for e in graph.entities(NS, "lp")] == ["Launch Plan"]  # by alias
     assert [e.name for e in graph.entities(NS, kind="project")] == ["Launch Plan"]
-    with pytest.raises(memstrata.NotFound):
+    with pytest.raises(erstwhile.NotFound):
         graph.mention(NS, "missing", ["Ada"])
-    with pytest.raises(memstrata.NotFound):
+    with pytest.raises(erstwhile.NotFound):
         graph.entity(NS, "ent_missing")
-    with pytest.raises(memstrata.InvalidInput) as error:
+    with pytest.raises(erstwhile.InvalidInput) as error:
         graph.mention(NS, rid, [{"name": " "}])
     assert "entities[0].name" in error.value.message
-    with pytest.raises(memstrata.InvalidInput) as error:
+    with pytest.raises(erstwhile.InvalidInput) as error:
         graph.assert_fact(NS, "Ada", "", "Bob")
     assert "predicate" in error.value.message
-    with pytest.raises(memstrata.InvalidInput):
+    with pytest.raises(erstwhile.InvalidInput):
         graph.assert_fact(NS, "Ada", "likes", "Ada")
     assert len(graph.entities(NS)) == 2  # the refused calls wrote nothing
 
 
 def test_hard_delete_removes_mentions_and_the_edges_it_alone_evidences(
-    graph: memstrata.Memory,
+    graph: erstwhile.Memory,
 ) -> None:
     graph.upsert(NS, [
         {"id": "one", "content": "Ada works on Apollo"},
@@ -182,9 +182,9 @@ def test_hard_delete_removes_mentions_and_the_edges_it_alone_evidences(
 
 
 def test_extraction_is_off_by_default(store_target: str) -> None:
-    with memstrata.open(store_target, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(store_target, embedder="none", background_jobs=False) as m:
         m.add(NS, "Ada works on Apollo")
-        with pytest.raises(memstrata.InvalidInput) as error:
+        with pytest.raises(erstwhile.InvalidInput) as error:
             m.extract(NS)
         assert "extraction" in error.value.message
         assert m.service.audit(NS)["extractor"] == "none"
@@ -192,7 +192,7 @@ def test_extraction_is_off_by_default(store_target: str) -> None:
 
 
 def test_writes_queue_the_extract_job_in_the_background(store_target: str) -> None:
-    with memstrata.open(store_target, embedder="none", extractor="heuristic") as m:
+    with erstwhile.open(store_target, embedder="none", extractor="heuristic") as m:
         assert m.service.background is not None
         note = m.add(NS, "Ada uses Redis", valid_from="2024-01-01")
         assert m.service.background.idle()
@@ -208,7 +208,7 @@ def test_writes_queue_the_extract_job_in_the_background(store_target: str) -> No
 
 
 def test_mined_records_are_extracted_and_a_changed_chunk_closes_its_facts(
-    graph: memstrata.Memory, tmp_path: Any
+    graph: erstwhile.Memory, tmp_path: Any
 ) -> None:
     folder = tmp_path / "docs"
     folder.mkdir()

@@ -25,10 +25,10 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 from tests.store.test_known_at_oracle import plain
 from tests.support.pg import fresh_target
 
-import memstrata
-from memstrata.domain.graph import Mention, Relationship
-from memstrata.domain.records import Record
-from memstrata.domain.time import format_instant, to_us
+import erstwhile
+from erstwhile.domain.graph import Mention, Relationship
+from erstwhile.domain.records import Record
+from erstwhile.domain.time import format_instant, to_us
 
 NS = "ns"
 DAY = 86_400 * 1_000_000
@@ -74,7 +74,7 @@ class GraphKnownAtMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         target, self.cleanup = fresh_target(self.backend)
-        self.m = memstrata.open(target, embedder="none", extractor="heuristic",
+        self.m = erstwhile.open(target, embedder="none", extractor="heuristic",
                                 background_jobs=False)  # fmt: skip
         self.now = BASE
         self.m.service.clock = lambda: self.now
@@ -90,12 +90,12 @@ class GraphKnownAtMachine(RuleBasedStateMachine):
     def step(self, write) -> None:  # type: ignore[no-untyped-def]
         """Runs one write at the next instant, then snapshots records and graph."""
         self.now += DAY // 2 + self.counter  # distinct instants
-        with contextlib.suppress(memstrata.MemstrataError):
+        with contextlib.suppress(erstwhile.ErstwhileError):
             write()
         records = {}
         for record_id in self.ids:
             if record_id not in self.gone:
-                with contextlib.suppress(memstrata.MemstrataError):
+                with contextlib.suppress(erstwhile.ErstwhileError):
                     records[record_id] = self.m.get(NS, record_id)
         graph = self.m.service.store.graph
         self.snapshots.append(

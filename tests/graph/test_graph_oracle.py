@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 from tests.support.pg import fresh_target
 
-import memstrata
-from memstrata.domain.time import Window, format_instant
+import erstwhile
+from erstwhile.domain.time import Window, format_instant
 
 NS = "ns"
 DAY = 86_400 * 1_000_000
@@ -119,7 +119,7 @@ class GraphMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         target, self.cleanup = fresh_target(self.backend)
-        self.m = memstrata.open(target, embedder="none", extractor="heuristic",
+        self.m = erstwhile.open(target, embedder="none", extractor="heuristic",
                                 background_jobs=False)  # fmt: skip
         self.oracle = Oracle()
         self.counter = 0
@@ -188,7 +188,7 @@ class GraphMachine(RuleBasedStateMachine):
     @rule(subject=st.sampled_from(NAMES), object=st.sampled_from(NAMES), day=st.integers(0, 40))
     def assert_fact(self, subject: str, object: str, day: int) -> None:
         if subject == object:
-            with pytest.raises(memstrata.InvalidInput):
+            with pytest.raises(erstwhile.InvalidInput):
                 self.m.assert_fact(NS, subject, "likes", object)
             return
         self.m.assert_fact(NS, subject, "likes", object, valid_from=format_instant(at(day)))

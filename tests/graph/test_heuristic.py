@@ -5,26 +5,26 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import memstrata
-from memstrata.domain.graph import (
+import erstwhile
+from erstwhile.domain.graph import (
     MAX_ENTITIES,
     MAX_FACTS,
     ExtractedEntity,
     ExtractedFact,
     normalise_extraction,
 )
-from memstrata.extraction import HeuristicExtractor
+from erstwhile.extraction import HeuristicExtractor
 
 CORPUS = Path(__file__).parent / "corpus" / "team.md"
 
 PEOPLE = {"Ada Lovelace", "Grace Hopper", "@linus", "Bob"}
-PROJECTS = {"Memstrata", "Compiler Toolkit", "Kernel Tools"}
+PROJECTS = {"Erstwhile", "Compiler Toolkit", "Kernel Tools"}
 FACTS = {
-    ("Ada Lovelace", "works_on", "Memstrata"),
-    ("Memstrata", "depends_on", "SQLite"),
+    ("Ada Lovelace", "works_on", "Erstwhile"),
+    ("Erstwhile", "depends_on", "SQLite"),
     ("Grace Hopper", "works_on", "Compiler Toolkit"),
     ("Compiler Toolkit", "uses", "LLVM"),
-    ("Memstrata", "uses", "numpy"),
+    ("Erstwhile", "uses", "numpy"),
     ("@linus", "works_on", "Kernel Tools"),
     ("Kernel Tools", "depends_on", "GCC"),
     ("Apollo Project", "located_in", "Houston"),
@@ -34,7 +34,7 @@ FACTS = {
 
 def test_the_corpus_through_the_store(store_target: str) -> None:
     paragraphs = [p for p in CORPUS.read_text().split("\n\n") if p.strip()]
-    with memstrata.open(store_target, embedder="none", extractor="heuristic",
+    with erstwhile.open(store_target, embedder="none", extractor="heuristic",
                         background_jobs=False) as m:  # fmt: skip
         m.upsert("corpus", [{"content": p} for p in paragraphs])
         assert m.extract("corpus").extracted == len(paragraphs)
@@ -57,7 +57,7 @@ def test_deterministic_and_modest() -> None:
     text = CORPUS.read_text()
     assert extractor.extract(text) == extractor.extract(text)
     # a phrase must stand alone between two names of one sentence
-    nothing = extractor.extract("Ada said that she works on. Memstrata was mentioned.")
+    nothing = extractor.extract("Ada said that she works on. Erstwhile was mentioned.")
     assert nothing.facts == ()
     assert extractor.extract("Ada and Bob work on many things").facts == ()
     assert extractor.extract("no names here at all").entities == ()
@@ -70,35 +70,35 @@ def test_normalise_reads_provider_output_into_the_closed_vocabulary() -> None:
     raw = {
         "entities": [
             {"name": " Ada ", "kind": "Person"},
-            {"name": "Memstrata", "kind": "software"},  # unknown kind
+            {"name": "Erstwhile", "kind": "software"},  # unknown kind
             {"name": "Ada", "kind": "tool"},  # a second listing of a name: the first wins
             {"name": "", "kind": "person"},
             "not an object",
             {"name": "SQLite", "kind": "tool", "aliases": ["sqlite3", 7, "SQLite"]},
         ],
         "facts": [
-            {"subject": "Ada", "predicate": "Works On", "object": "Memstrata",
+            {"subject": "Ada", "predicate": "Works On", "object": "Erstwhile",
              "confidence": 0.9},
-            {"subject": "Memstrata", "predicate": "is built with", "object": "SQLite"},
+            {"subject": "Erstwhile", "predicate": "is built with", "object": "SQLite"},
             {"subject": "Ada", "predicate": "uses", "object": "Nobody"},  # unlisted end
             {"subject": "Ada", "predicate": "uses", "object": "Ada"},  # self-loop
             {"subject": "Ada", "predicate": "owns", "object": "SQLite", "confidence": math.nan},
             {"subject": "Ada", "predicate": "owns", "object": "SQLite", "confidence": True},
             {"subject": "SQLite", "predicate": "part-of", "object": "Ada", "confidence": 0.2},
-            {"subject": "SQLite", "predicate": "part_of", "object": "Memstrata",
+            {"subject": "SQLite", "predicate": "part_of", "object": "Erstwhile",
              "confidence": 7},
         ],
     }  # fmt: skip
     found = normalise_extraction(raw, min_confidence=0.5)
     assert found.entities == (
         ExtractedEntity("Ada", "person"),
-        ExtractedEntity("Memstrata", "other"),
+        ExtractedEntity("Erstwhile", "other"),
         ExtractedEntity("SQLite", "tool", ("sqlite3",)),
     )
     assert found.facts == (
-        ExtractedFact("Ada", "works_on", "Memstrata", 0.9),
-        ExtractedFact("Memstrata", "related_to", "SQLite", 1.0),
-        ExtractedFact("SQLite", "part_of", "Memstrata", 1.0),  # capped at 1
+        ExtractedFact("Ada", "works_on", "Erstwhile", 0.9),
+        ExtractedFact("Erstwhile", "related_to", "SQLite", 1.0),
+        ExtractedFact("SQLite", "part_of", "Erstwhile", 1.0),  # capped at 1
     )
     for junk in (None, [], "text", {"entities": "x", "facts": 3}):
         assert normalise_extraction(junk).entities == ()

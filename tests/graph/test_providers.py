@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from tests.embedding.fake_server import FakeServer
 
-import memstrata
-from memstrata.domain.errors import InvalidInput, ProviderFailed
-from memstrata.domain.graph import ENTITY_KINDS, PREDICATES, ExtractedFact
-from memstrata.extraction.command import CommandExtractor
-from memstrata.extraction.http import HttpExtractor
-from memstrata.extraction.registry import build_extractor
+import erstwhile
+from erstwhile.domain.errors import InvalidInput, ProviderFailed
+from erstwhile.domain.graph import ENTITY_KINDS, PREDICATES, ExtractedFact
+from erstwhile.extraction.command import CommandExtractor
+from erstwhile.extraction.http import HttpExtractor
+from erstwhile.extraction.registry import build_extractor
 
 ANSWER = {
     "entities": [{"name": "Ada", "kind": "person"}, {"name": "Apollo", "kind": "spaceship"}],
@@ -38,7 +38,7 @@ def http_extractor(server: FakeServer) -> HttpExtractor:
 
 def test_http_protocol_and_normalisation(server: FakeServer) -> None:
     server.respond = lambda request, n: (200, {}, chat(json.dumps(ANSWER)))
-    with memstrata.open(":memory:", embedder="none", background_jobs=False,
+    with erstwhile.open(":memory:", embedder="none", background_jobs=False,
                         extractor=http_extractor(server)) as m:  # fmt: skip
         m.add("ns", "Ada hacks on Apollo, the spaceship")
         report = m.extract("ns")
@@ -79,7 +79,7 @@ def test_http_reply_that_is_not_the_json_asked_for_is_nothing_found(
 
 def test_http_errors_fail_visibly(server: FakeServer) -> None:
     server.respond = lambda request, n: (500, {}, {"error": "boom"})
-    with memstrata.open(":memory:", embedder="none", background_jobs=False,
+    with erstwhile.open(":memory:", embedder="none", background_jobs=False,
                         extractor=http_extractor(server)) as m:  # fmt: skip
         m.add("ns", "Ada works on Apollo")
         with pytest.raises(ProviderFailed):
@@ -118,7 +118,7 @@ def command(tmp_path: Path, *extra: str, **options: Any) -> CommandExtractor:
 def test_command_protocol_with_a_stripped_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("MEMSTRATA_AUTH_TOKEN", "ms-admin-token")
+    monkeypatch.setenv("ERSTWHILE_AUTH_TOKEN", "ms-admin-token")
     monkeypatch.setenv("EXTRACT_KEY", "sk-extract-secret")
     monkeypatch.setenv("ORDINARY_SETTING", "kept")
     extractor = command(tmp_path, secret_env=["EXTRACT_KEY"])
@@ -129,7 +129,7 @@ def test_command_protocol_with_a_stripped_environment(
     assert seen["request"]["model"] == "echo"
     assert seen["request"]["vocabulary"]["predicates"] == list(PREDICATES)
     env = seen["env"]
-    assert not [name for name in env if name.upper().startswith("MEMSTRATA_")]
+    assert not [name for name in env if name.upper().startswith("ERSTWHILE_")]
     assert "EXTRACT_KEY" not in env and "sk-extract-secret" not in json.dumps(env)
     assert env["ORDINARY_SETTING"] == "kept"
     assert extractor.extractor_id == "command:echo"
@@ -151,7 +151,7 @@ def test_command_failures_are_provider_failures(
 def test_building_extractors_from_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert build_extractor("none")[0] is None
     assert build_extractor(None)[0] is None  # off by default
-    monkeypatch.setenv("MEMSTRATA_EXTRACTOR", "heuristic")
+    monkeypatch.setenv("ERSTWHILE_EXTRACTOR", "heuristic")
     assert build_extractor(None)[0] is not None
     heuristic, threshold = build_extractor({"provider": "heuristic", "min_confidence": 0.9})
     assert heuristic is not None and threshold == 0.9

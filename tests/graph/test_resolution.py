@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import pytest
 
-import memstrata
-from memstrata.domain.graph import Entity, entity_id
-from memstrata.extraction.resolution import Resolver, fold, one_edit_apart
+import erstwhile
+from erstwhile.domain.graph import Entity, entity_id
+from erstwhile.extraction.resolution import Resolver, fold, one_edit_apart
 
 NS = "res"
 KNOWN = [  # (name, kind, aliases)
     ("Ada Lovelace", "person", ()),
-    ("Memstrata", "project", ("MS", "mem strata")),
+    ("Erstwhile", "project", ("EW", "erst while")),
     ("Postgres", "tool", ()),
     ("Mercury", "place", ()),
     ("Bob", "person", ()),
@@ -44,16 +44,16 @@ CASES = [
     ("Ada  Lovelace.", "person", "Ada Lovelace", []),  # spacing and punctuation
     ("AdaLovelace", "person", "Ada Lovelace", []),  # spacing
     ("@ada_lovelace", "person", "Ada Lovelace", []),  # a handle: punctuation
-    ("MS", "project", "Memstrata", []),  # a recorded alias
-    ("Mem-Strata", "other", "Memstrata", []),  # an alias's variant
-    ("Memstrate", "project", "Memstrata", []),  # one substitution, name of 9
-    ("Memstrat", "project", "Memstrata", []),  # one deletion
-    ("Memstratta", "project", "Memstrata", []),  # one insertion
+    ("EW", "project", "Erstwhile", []),  # a recorded alias
+    ("Erst-While", "other", "Erstwhile", []),  # an alias's variant
+    ("Erstwhyle", "project", "Erstwhile", []),  # one substitution, name of 9
+    ("Erstwhil", "project", "Erstwhile", []),  # one deletion
+    ("Erstwhille", "project", "Erstwhile", []),  # one insertion
     ("Postgress", "tool", "Postgres", []),  # typo of a name of exactly six or more (8)
     ("Kubernetis", "other", "Kubernetes", []),
     ("Bobb", "person", None, []),  # typo of a name under six characters: distinct
-    ("Memstarta", "project", None, []),  # two edits (a transposition): distinct
-    ("Memstrate", "place", None, []),  # close, but another kind: distinct, no link
+    ("Ertswhile", "project", None, []),  # two edits (a transposition): distinct
+    ("Erstwhyle", "place", None, []),  # close, but another kind: distinct, no link
     ("Mercury", "tool", None, ["Mercury"]),  # same name, another kind: ambiguous
     ("Jonathen", "person", None, ["Jonathan", "Jonathens"]),  # one typo from two: ambiguous
     ("Grace Hopper", "person", None, []),  # nobody known
@@ -100,7 +100,7 @@ def test_fold_and_edit_distance() -> None:
 def test_resolution_in_the_store(
     store_target: str, name: str, kind: str, lands: str | None, links: list[str]
 ) -> None:
-    with memstrata.open(store_target, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(store_target, embedder="none", background_jobs=False) as m:
         m.add(NS, "the known ones", id="known", kind="seed")
         m.mention(NS, "known", [{"name": n, "kind": k, "aliases": list(a)} for n, k, a in KNOWN])
         m.add(NS, "a new record", id="new")

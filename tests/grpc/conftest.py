@@ -1,4 +1,4 @@
-"""One real ``memstrata serve`` per session for the gRPC tests, and a real grpcio client.
+"""One real ``erstwhile serve`` per session for the gRPC tests, and a real grpcio client.
 
 The server runs with auth on and the test caps (tests/server/harness.py), plus two
 namespaces the error tests need: ``lexonly`` has no embedder, and ``broken`` embeds
@@ -16,7 +16,7 @@ import grpc
 import pytest
 from tests.server.harness import Server, Tokens, make_tokens, start_server, write_config
 
-from memstrata.adapters.grpc import semantic_pb2_grpc
+from erstwhile.adapters.grpc import semantic_pb2_grpc
 
 NAMESPACES = """
 [namespaces.lexonly.embedding]
@@ -29,7 +29,7 @@ model = "always-fails"
 dimensions = 4
 max_attempts = 1
 """
-ERROR_CODE_KEY = "x-memstrata-error-code"
+ERROR_CODE_KEY = "x-erstwhile-error-code"
 
 
 class Rpc:
@@ -37,7 +37,7 @@ class Rpc:
 
     def __init__(self, channel: grpc.Channel, secret: str | None) -> None:
         self.stub = semantic_pb2_grpc.SemanticStub(channel)
-        self.metadata = (("x-memstrata-capability", f"Bearer {secret}"),) if secret else ()
+        self.metadata = (("x-erstwhile-capability", f"Bearer {secret}"),) if secret else ()
 
     def __getattr__(self, method: str) -> Any:
         call = getattr(self.stub, method)
@@ -45,7 +45,7 @@ class Rpc:
 
 
 def error_code(error: grpc.RpcError) -> str | None:
-    """The memstrata code in a failed call's trailing metadata."""
+    """The erstwhile code in a failed call's trailing metadata."""
     return dict(error.trailing_metadata() or ()).get(ERROR_CODE_KEY)  # type: ignore[attr-defined]
 
 
@@ -56,7 +56,7 @@ def write_grpc_config(path: Path) -> Path:
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     root = tmp_path_factory.mktemp("grpc")
-    running = start_server(root / "server.db", write_grpc_config(root / "memstrata.toml"))
+    running = start_server(root / "server.db", write_grpc_config(root / "erstwhile.toml"))
     yield running
     running.stop()
 

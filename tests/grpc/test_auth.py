@@ -1,5 +1,5 @@
 """The auth matrix over gRPC: the REST tokens, capabilities and namespace scopes, sent
-as ``x-memstrata-capability: Bearer <token>``."""
+as ``x-erstwhile-capability: Bearer <token>``."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import grpc
 import pytest
 from tests.server.harness import Server, run_cli
 
-import memstrata
-from memstrata.adapters.grpc import semantic_pb2 as pb
+import erstwhile
+from erstwhile.adapters.grpc import semantic_pb2 as pb
 
 from .conftest import Rpc, Tokens, error_code
 
@@ -40,18 +40,18 @@ def seeded(admin: Rpc, ns: str) -> str:
     return ns
 
 
-UNAUTH = "memstrata.auth.unauthenticated"
-FORBID = "memstrata.auth.forbidden"
+UNAUTH = "erstwhile.auth.unauthenticated"
+FORBID = "erstwhile.auth.forbidden"
 
 
-HOW = "send metadata 'x-memstrata-capability: Bearer <token>'"
+HOW = "send metadata 'x-erstwhile-capability: Bearer <token>'"
 
 
 @pytest.mark.parametrize(
     ("metadata", "says"),
-    [((), HOW), ((("x-memstrata-capability", "Bearer mst_not-a-token"),), "not known"),
-     ((("x-memstrata-capability", "mst_no-scheme"),), HOW),
-     ((("x-memstrata-capability", "Bearer "),), HOW)],
+    [((), HOW), ((("x-erstwhile-capability", "Bearer mst_not-a-token"),), "not known"),
+     ((("x-erstwhile-capability", "mst_no-scheme"),), HOW),
+     ((("x-erstwhile-capability", "Bearer "),), HOW)],
     ids=["no-token", "unknown-token", "no-scheme", "empty"],
 )  # fmt: skip
 def test_no_or_bad_token_is_unauthenticated(
@@ -120,7 +120,7 @@ def test_the_ledger_and_the_log_name_the_token(
     assert outcome(Rpc(channel, None), "Search", calls(ns)["Search"][1]) == UNAUTH
     writer.Upsert(pb.UpsertRequest(namespace=ns, records=[pb.Record(id="w", content="x")]))
     writer.Delete(pb.DeleteRequest(namespace=ns, id="w"))
-    with memstrata.open(server.db, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(server.db, embedder="none", background_jobs=False) as m:
         entries = m.service.store.ledger(ns)
     assert [(e.op, e.actor) for e in entries][-1][1] == tokens.writer_id
     assert {e.actor for e in entries} == {tokens.writer_id}
@@ -130,6 +130,6 @@ def test_the_ledger_and_the_log_name_the_token(
     )  # fmt: skip
     assert logged["outcome"] == "OK"
     refused = server.wait_for_log(
-        lambda e: e.get("msg") == "rpc" and e.get("outcome") == "memstrata.auth.unauthenticated"
+        lambda e: e.get("msg") == "rpc" and e.get("outcome") == "erstwhile.auth.unauthenticated"
     )
     assert refused["actor"] is None

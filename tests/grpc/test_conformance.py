@@ -19,8 +19,8 @@ import httpx
 from google.protobuf import json_format
 from tests.server.harness import Server
 
-from memstrata.adapters.grpc import semantic_pb2 as pb
-from memstrata.domain.time import format_instant, now_us
+from erstwhile.adapters.grpc import semantic_pb2 as pb
+from erstwhile.domain.time import format_instant, now_us
 
 from .conftest import Rpc, Tokens, error_code
 
@@ -287,6 +287,6 @@ def test_same_script_same_answers(server: Server, tokens: Tokens, admin: Rpc) ->
     searches = [o for (step, _), o in zip(SCRIPT, transcript, strict=True) if step == "search"]
     assert sum(1 for o in searches if o[0] != "error" and o[1]) >= 9
     codes = {o[1] for o in transcript if isinstance(o, tuple) and o[0] == "error"}
-    assert codes >= {"memstrata.write.version_conflict", "memstrata.write.conflict",
-                     "memstrata.input.invalid", "memstrata.policy.limit",
-                     "memstrata.not_found"}  # fmt: skip
+    assert codes >= {"erstwhile.write.version_conflict", "erstwhile.write.conflict",
+                     "erstwhile.input.invalid", "erstwhile.policy.limit",
+                     "erstwhile.not_found"}  # fmt: skip

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from memstrata.adapters.grpc import semantic_pb2 as pb
+from erstwhile.adapters.grpc import semantic_pb2 as pb
 
 from .conftest import Rpc
 

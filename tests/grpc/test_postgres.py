@@ -1,4 +1,4 @@
-"""The seed's examples again, on a ``memstrata serve`` whose store is PostgreSQL: the
+"""The seed's examples again, on a ``erstwhile serve`` whose store is PostgreSQL: the
 adapter is the same, the answers must be too."""
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ def pg_served(
 ) -> Iterator[tuple[Rpc, str]]:
     target = postgres_server.new_target()
     root = tmp_path_factory.mktemp("grpc-pg")
-    # a URL where the harness takes a file: both go to --db and memstrata.open as they are
-    server = start_server(target, write_config(root / "memstrata.toml"))  # type: ignore[arg-type]
+    # a URL where the harness takes a file: both go to --db and erstwhile.open as they are
+    server = start_server(target, write_config(root / "erstwhile.toml"))  # type: ignore[arg-type]
     try:
         _, secret = server.token(name="writer")
         with grpc.insecure_channel(server.grpc_target) as channel:

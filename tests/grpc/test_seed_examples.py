@@ -1,5 +1,5 @@
 """The compatible API's own examples, through a real grpcio client against a real
-``memstrata serve``: upsert, search, supersede, expire by filter, delete then
+``erstwhile serve``: upsert, search, supersede, expire by filter, delete then
 ``include_invalidated``, an ``if_version`` conflict, and History."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from memstrata.adapters.grpc import semantic_pb2 as pb
+from erstwhile.adapters.grpc import semantic_pb2 as pb
 
 from .conftest import Rpc, error_code
 
@@ -140,7 +140,7 @@ def test_delete_then_include_invalidated(admin: Rpc, ns: str) -> None:
     with pytest.raises(grpc.RpcError) as failed:
         admin.History(pb.HistoryRequest(namespace=ns, id="b"))
     assert failed.value.code() == grpc.StatusCode.NOT_FOUND
-    assert error_code(failed.value) == "memstrata.not_found"
+    assert error_code(failed.value) == "erstwhile.not_found"
 
 
 def test_if_version_conflict_changes_nothing(writer: Rpc, ns: str) -> None:
@@ -160,7 +160,7 @@ def test_if_version_conflict_changes_nothing(writer: Rpc, ns: str) -> None:
     with pytest.raises(grpc.RpcError) as failed:
         writer.Upsert(stale)
     assert failed.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-    assert error_code(failed.value) == "memstrata.write.version_conflict"
+    assert error_code(failed.value) == "erstwhile.write.version_conflict"
     assert failed.value.details() == (
         "records[1].if_version is 1 but 'a' is at version 2; re-read it and retry"
     )

@@ -1,4 +1,4 @@
-"""``memstrata serve`` as an operator runs it: gRPC beside REST on one service, health
+"""``erstwhile serve`` as an operator runs it: gRPC beside REST on one service, health
 checking, reflection (what ``grpcurl`` uses: the README's commands are replayed here
 through descriptors fetched from the server, without the proto), the README's Python
 example, and a clean stop of both on SIGTERM."""
@@ -21,13 +21,13 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
 )
 from tests.server.harness import CLI, Server, free_port, run_cli, start_server, write_config
 
-import memstrata
-from memstrata.adapters.grpc import semantic_pb2 as pb
+import erstwhile
+from erstwhile.adapters.grpc import semantic_pb2 as pb
 
 from .conftest import Rpc, Tokens
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-SERVICE = "memstrata.semantic.v1.Semantic"
+SERVICE = "erstwhile.semantic.v1.Semantic"
 
 
 def grpc_section() -> str:
@@ -117,7 +117,7 @@ def test_the_readme_python_example_runs(server: Server, tokens: Tokens, ns: str)
     exec(code, {"TOKEN": tokens.writer, "print": lambda *args: printed.append(args)})
     assert printed[0] == (["a"], [1])
     assert [hit_id for hit_id, _ in printed[1][0]] == ["a"]  # type: ignore[attr-defined]
-    assert printed[2] == ("memstrata.write.version_conflict",)
+    assert printed[2] == ("erstwhile.write.version_conflict",)
 
 
 def listening(port: int) -> bool:
@@ -145,11 +145,11 @@ def test_sigterm_stops_both_and_closes_the_service(tmp_path: Path) -> None:
     running.wait_for_log(lambda entry: entry.get("msg") == "gRPC stopped")
     call = running.wait_for_log(lambda entry: entry.get("msg") == "rpc")
     assert (call["method"], call["outcome"], call["actor"]) == (
-        "memstrata.semantic.v1.Semantic/Upsert", "OK", "local",
+        "erstwhile.semantic.v1.Semantic/Upsert", "OK", "local",
     )  # fmt: skip
     assert call["duration_ms"] > 0
     assert not listening(grpc_port) and not listening(rest_port)
-    with memstrata.open(db, embedder="none", background_jobs=False) as m:  # local actor, no auth
+    with erstwhile.open(db, embedder="none", background_jobs=False) as m:  # local actor, no auth
         assert {entry.actor for entry in m.service.store.ledger("n")} == {"local"}
 
 
@@ -170,7 +170,7 @@ def test_grpc_port_zero_is_off_and_a_taken_port_is_a_clear_error(tmp_path: Path)
         done = run_cli(tmp_path / "t.db", "serve", "--port", str(free_port()),
                        "--grpc-port", str(port), "--config", str(config))  # fmt: skip
     assert done.returncode == 2
-    assert "memstrata.input.invalid: server.grpc_port: cannot listen on 127.0.0.1:" in done.stderr
+    assert "erstwhile.input.invalid: server.grpc_port: cannot listen on 127.0.0.1:" in done.stderr
     assert "Traceback" not in done.stderr
 
 

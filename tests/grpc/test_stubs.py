@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-GENERATED = ROOT / "src" / "memstrata" / "adapters" / "grpc" / "_generated"
-ADAPTER = ROOT / "src" / "memstrata" / "adapters" / "grpc"
+GENERATED = ROOT / "src" / "erstwhile" / "adapters" / "grpc" / "_generated"
+ADAPTER = ROOT / "src" / "erstwhile" / "adapters" / "grpc"
 
 
 def test_regenerating_the_stubs_changes_nothing(tmp_path: Path) -> None:

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from tests.grpc.conftest import Rpc
 
-import memstrata
-from memstrata.adapters.grpc import semantic_pb2 as pb
-from memstrata.adapters.grpc.server import build_server
-from memstrata.embedding import HashEmbedder
+import erstwhile
+from erstwhile.adapters.grpc import semantic_pb2 as pb
+from erstwhile.adapters.grpc.server import build_server
+from erstwhile.embedding import HashEmbedder
 
 DIMENSIONS = 16
 COUNT = 60
@@ -24,7 +24,7 @@ COUNT = 60
 @pytest.fixture(scope="module")
 def rpc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rpc]:
     path = tmp_path_factory.mktemp("grpc-index") / "m.db"
-    memory = memstrata.open(str(path), embedder=HashEmbedder(DIMENSIONS), background_jobs=False)
+    memory = erstwhile.open(str(path), embedder=HashEmbedder(DIMENSIONS), background_jobs=False)
     vectors = memory.service.store.dialect._vectors  # type: ignore[attr-defined]
     # every scope of 20+ vectors and a fifth of the store goes through the graph
     vectors.background, vectors.min_rows, vectors.min_share = False, 20, 0.2

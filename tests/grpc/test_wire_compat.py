@@ -1,11 +1,11 @@
 """Wire compatibility with the earlier Semantic API: messages encoded from a proto
 written here, independently of proto/ (the earlier API's field numbers and types,
-another package name), decode into memstrata's messages and domain requests with the
-same meaning, and memstrata's answers decode back; then a client built only on this
-proto talks to a real ``memstrata serve``.
+another package name), decode into erstwhile's messages and domain requests with the
+same meaning, and erstwhile's answers decode back; then a client built only on this
+proto talks to a real ``erstwhile serve``.
 
 The earlier API's text does not show SearchResponse, Hit or PredicateOp's numbers;
-this proto takes them as memstrata defines them (hits = 1; record = 1, score = 2; the
+this proto takes them as erstwhile defines them (hits = 1; record = 1, score = 2; the
 ops numbered in the order listed, from 1)."""
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from typing import Any
 import grpc
 import pytest
 
-from memstrata.adapters.grpc import convert
-from memstrata.adapters.grpc import semantic_pb2 as pb
-from memstrata.domain.errors import InvalidInput
-from memstrata.domain.records import Record
-from memstrata.domain.search import ExpireAction, Ranking
+from erstwhile.adapters.grpc import convert
+from erstwhile.adapters.grpc import semantic_pb2 as pb
+from erstwhile.domain.errors import InvalidInput
+from erstwhile.domain.records import Record
+from erstwhile.domain.search import ExpireAction, Ranking
 
 from .conftest import Tokens
 
@@ -162,7 +162,7 @@ def test_a_record_answered_here_means_the_same_there(theirs: ModuleType) -> None
     assert back.valid_to.ToJsonString() == "2024-02-01T00:00:00Z"
     assert back.deleted_at.ToJsonString() == "2024-03-01T00:00:00Z"
     assert not back.HasField("if_version")  # input only
-    # memstrata's additions travel as fields their proto does not know, and are kept
+    # erstwhile's additions travel as fields their proto does not know, and are kept
     assert pb.Record.FromString(back.SerializeToString()).key == "k1"
 
 
@@ -238,12 +238,12 @@ def test_delete_and_expire_mean_the_same(theirs: ModuleType) -> None:
 def test_a_client_on_their_proto_only_changes_the_address(
     theirs: ModuleType, server: Any, tokens: Tokens, ns: str
 ) -> None:
-    metadata = (("x-memstrata-capability", f"Bearer {tokens.writer}"),)
+    metadata = (("x-erstwhile-capability", f"Bearer {tokens.writer}"),)
     with grpc.insecure_channel(server.grpc_target) as channel:
 
         def call(method: str, request: Any, answer: Any) -> Any:
             rpc = channel.unary_unary(
-                f"/memstrata.semantic.v1.Semantic/{method}",
+                f"/erstwhile.semantic.v1.Semantic/{method}",
                 request_serializer=type(request).SerializeToString,
                 response_deserializer=answer.FromString,
             )

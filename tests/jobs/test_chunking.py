@@ -11,7 +11,7 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import given, settings
 
-from memstrata.jobs.chunking import (
+from erstwhile.jobs.chunking import (
     MAX_CHARS,
     MIN_CHARS,
     OVERLAP,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from memstrata.jobs.folder import patterns, read, scan
+from erstwhile.jobs.folder import patterns, read, scan
 
 
 def tree(root: Path, files: dict[str, str | bytes]) -> Path:

@@ -13,17 +13,17 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-import memstrata
-from memstrata.cli import app
-from memstrata.embedding import HashEmbedder
-from memstrata.jobs.importing import conversation_records, import_conversation, import_jsonl
+import erstwhile
+from erstwhile.cli import app
+from erstwhile.embedding import HashEmbedder
+from erstwhile.jobs.importing import conversation_records, import_conversation, import_jsonl
 
 NS = "imported"
 
 
 @pytest.fixture
-def lexical_memory(tmp_path: Path) -> Iterator[memstrata.Memory]:
-    m = memstrata.open(tmp_path / "plain.db", embedder="none", background_jobs=False)
+def lexical_memory(tmp_path: Path) -> Iterator[erstwhile.Memory]:
+    m = erstwhile.open(tmp_path / "plain.db", embedder="none", background_jobs=False)
     yield m
     m.close()
 
@@ -35,11 +35,11 @@ def write_lines(path: Path, *lines: Any) -> Path:
     return path
 
 
-def written_namespaces(memory: memstrata.Memory) -> list[str]:
+def written_namespaces(memory: erstwhile.Memory) -> list[str]:
     return memory.service.store.namespaces()
 
 
-def test_jsonl_records_are_imported_in_file_order(memory: memstrata.Memory, tmp_path: Path) -> None:
+def test_jsonl_records_are_imported_in_file_order(memory: erstwhile.Memory, tmp_path: Path) -> None:
     path = write_lines(
         tmp_path / "records.jsonl",
         {
@@ -89,7 +89,7 @@ def test_jsonl_records_are_imported_in_file_order(memory: memstrata.Memory, tmp_
     ],
 )
 def test_a_bad_jsonl_line_is_named_and_nothing_is_written(
-    memory: memstrata.Memory, tmp_path: Path, bad_line: str, expected: str
+    memory: erstwhile.Memory, tmp_path: Path, bad_line: str, expected: str
 ) -> None:
     path = write_lines(
         tmp_path / "bad.jsonl",
@@ -98,34 +98,34 @@ def test_a_bad_jsonl_line_is_named_and_nothing_is_written(
         bad_line,
         {"id": "c", "content": "three"},
     )
-    with pytest.raises(memstrata.InvalidInput) as raised:
+    with pytest.raises(erstwhile.InvalidInput) as raised:
         import_jsonl(memory, NS, path, batch_size=1)
-    assert raised.value.code == "memstrata.input.invalid"
+    assert raised.value.code == "erstwhile.input.invalid"
     assert f"bad.jsonl {expected}" in raised.value.message
     assert written_namespaces(memory) == []
 
 
 def test_a_vector_without_an_embedder_is_refused_before_writing(
-    lexical_memory: memstrata.Memory, tmp_path: Path
+    lexical_memory: erstwhile.Memory, tmp_path: Path
 ) -> None:
     path = write_lines(
         tmp_path / "v.jsonl", {"content": "one"}, {"content": "two", "vector": [1.0, 0.0]}
     )
-    with pytest.raises(memstrata.SemanticUnavailable, match=r"v\.jsonl line 2: vector was given"):
+    with pytest.raises(erstwhile.SemanticUnavailable, match=r"v\.jsonl line 2: vector was given"):
         import_jsonl(lexical_memory, NS, path)
     assert written_namespaces(lexical_memory) == []
 
 
-def test_an_unreadable_file_is_invalid_input(memory: memstrata.Memory, tmp_path: Path) -> None:
-    with pytest.raises(memstrata.InvalidInput, match="cannot read"):
+def test_an_unreadable_file_is_invalid_input(memory: erstwhile.Memory, tmp_path: Path) -> None:
+    with pytest.raises(erstwhile.InvalidInput, match="cannot read"):
         import_jsonl(memory, NS, tmp_path / "missing.jsonl")
     (tmp_path / "latin1.jsonl").write_bytes(b'{"content": "caf\xe9"}\n')
-    with pytest.raises(memstrata.InvalidInput, match="not UTF-8"):
+    with pytest.raises(erstwhile.InvalidInput, match="not UTF-8"):
         import_jsonl(memory, NS, tmp_path / "latin1.jsonl")
 
 
 def test_batches_are_atomic_and_a_store_refusal_names_the_line(
-    memory: memstrata.Memory, tmp_path: Path
+    memory: erstwhile.Memory, tmp_path: Path
 ) -> None:
     # Lines 1-2 are batch 1; line 3 supersedes an id nobody wrote, which only the
     # store can tell: batch 1 stays written, batch 2 (lines 3-4) is written not at all.
@@ -136,19 +136,19 @@ def test_batches_are_atomic_and_a_store_refusal_names_the_line(
         {"id": "c", "content": "gamma", "supersedes": ["ghost"]},
         {"id": "d", "content": "delta"},
     )
-    with pytest.raises(memstrata.NotFound) as raised:
+    with pytest.raises(erstwhile.NotFound) as raised:
         import_jsonl(memory, NS, path, batch_size=2)
     message = raised.value.message
     assert "line 3.supersedes[0] names 'ghost'" in message
     assert "2 records before line 3 were written; nothing from line 3 on was" in message
     assert [memory.get(NS, i).content for i in ("a", "b")] == ["alpha", "beta"]
     for missing in ("c", "d"):
-        with pytest.raises(memstrata.NotFound):
+        with pytest.raises(erstwhile.NotFound):
             memory.get(NS, missing)
 
 
 def test_an_id_repeated_inside_one_batch_becomes_two_versions(
-    memory: memstrata.Memory, tmp_path: Path
+    memory: erstwhile.Memory, tmp_path: Path
 ) -> None:
     path = write_lines(
         tmp_path / "twice.jsonl", {"id": "x", "content": "first"}, {"id": "x", "content": "second"}
@@ -159,9 +159,9 @@ def test_an_id_repeated_inside_one_batch_becomes_two_versions(
     assert memory.get(NS, "x", version=1).content == "first"
 
 
-def test_batch_size_must_be_positive(memory: memstrata.Memory, tmp_path: Path) -> None:
+def test_batch_size_must_be_positive(memory: erstwhile.Memory, tmp_path: Path) -> None:
     path = write_lines(tmp_path / "one.jsonl", {"content": "one"})
-    with pytest.raises(memstrata.InvalidInput, match="batch_size"):
+    with pytest.raises(erstwhile.InvalidInput, match="batch_size"):
         import_jsonl(memory, NS, path, batch_size=0)
 
 
@@ -195,7 +195,7 @@ SESSIONS: list[dict[str, Any]] = [
 ]
 
 
-def test_each_turn_becomes_a_record_valid_from_its_time(memory: memstrata.Memory) -> None:
+def test_each_turn_becomes_a_record_valid_from_its_time(memory: erstwhile.Memory) -> None:
     report = import_conversation(memory, NS, SESSIONS, conversation="conv-1")
     assert report.ids == ["conv-1/D1:1", "conv-1/D1:2", "conv-1/D2:1", "conv-1/s2t2"]
 
@@ -223,7 +223,7 @@ def test_each_turn_becomes_a_record_valid_from_its_time(memory: memstrata.Memory
 
 
 def test_reimporting_a_conversation_revises_instead_of_duplicating(
-    memory: memstrata.Memory,
+    memory: erstwhile.Memory,
 ) -> None:
     import_conversation(memory, NS, SESSIONS, conversation="conv-1")
     import_conversation(memory, NS, SESSIONS, conversation="conv-1")
@@ -232,13 +232,13 @@ def test_reimporting_a_conversation_revises_instead_of_duplicating(
     assert sorted(hits) == ["conv-1/D1:1", "conv-1/D2:1"]
 
 
-def test_without_a_conversation_id_turns_get_new_ids(memory: memstrata.Memory) -> None:
+def test_without_a_conversation_id_turns_get_new_ids(memory: erstwhile.Memory) -> None:
     report = import_conversation(memory, NS, SESSIONS[:1])
     assert len(set(report.ids)) == 2 and all("/" not in i for i in report.ids)
     assert memory.get(NS, report.ids[0]).source is None
 
 
-def test_the_template_shapes_the_content(memory: memstrata.Memory) -> None:
+def test_the_template_shapes_the_content(memory: erstwhile.Memory) -> None:
     import_conversation(
         memory, NS, SESSIONS[:1], conversation="c", template='({date}) {speaker} said, "{text}"'
     )
@@ -287,15 +287,15 @@ def test_the_template_shapes_the_content(memory: memstrata.Memory) -> None:
     ],
 )
 def test_bad_transcripts_name_the_turn_and_write_nothing(
-    memory: memstrata.Memory, sessions: Any, options: dict[str, Any], expected: str
+    memory: erstwhile.Memory, sessions: Any, options: dict[str, Any], expected: str
 ) -> None:
-    with pytest.raises(memstrata.InvalidInput) as raised:
+    with pytest.raises(erstwhile.InvalidInput) as raised:
         import_conversation(memory, NS, sessions, conversation="c", **options)
     assert expected in raised.value.message
     assert written_namespaces(memory) == []
 
 
-def test_conversation_records_validates_without_writing(memory: memstrata.Memory) -> None:
+def test_conversation_records_validates_without_writing(memory: erstwhile.Memory) -> None:
     records = list(conversation_records(SESSIONS, conversation="c"))
     assert [where for where, _ in records][-1] == "sessions[1].turns[1]"
     assert written_namespaces(memory) == []
@@ -306,8 +306,8 @@ def test_conversation_records_validates_without_writing(memory: memstrata.Memory
 
 @pytest.fixture
 def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setenv("MEMSTRATA_EMBEDDER", "hash")
-    monkeypatch.delenv("MEMSTRATA_NAMESPACE", raising=False)
+    monkeypatch.setenv("ERSTWHILE_EMBEDDER", "hash")
+    monkeypatch.delenv("ERSTWHILE_NAMESPACE", raising=False)
     runner = CliRunner()
     db = tmp_path / "cli.db"
 
@@ -345,7 +345,7 @@ def test_cli_reports_a_bad_line_and_exits_2(run: Any, tmp_path: Path) -> None:
     path = write_lines(tmp_path / "bad.jsonl", {"content": "fine"}, "{oops")
     result = run("import", str(path))
     assert result.exit_code == 2
-    assert "error: memstrata.input.invalid: bad.jsonl line 2 is not valid JSON" in result.stderr
+    assert "error: erstwhile.input.invalid: bad.jsonl line 2 is not valid JSON" in result.stderr
     assert "Traceback" not in result.output
 
     unknown = tmp_path / "data.csv"
@@ -385,7 +385,7 @@ def test_a_turn_is_embedded_with_the_turn_before_it_in_its_session(tmp_path: Pat
         {"id": "2", "date": "2024-02-01", "turns": [
             {"speaker": "Ann", "text": "And then?", "id": "c"}]},
     ]  # fmt: skip
-    with memstrata.open(tmp_path / "ctx.db", embedder=embedder, background_jobs=False) as m:
+    with erstwhile.open(tmp_path / "ctx.db", embedder=embedder, background_jobs=False) as m:
         import_conversation(m, NS, sessions, conversation="conv")
         stored = {r: m.get(NS, f"conv/{r}") for r in "abc"}
         hits = m.search(NS, "lake", ranking="semantic", include_vector=True, top_k=3).hits

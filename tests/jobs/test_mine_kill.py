@@ -2,7 +2,7 @@
 one clean run leaves: the same records, versions, links and validity (no duplicate,
 nothing missing), the same ledger — on both backends.
 
-The killed run is the real ``memstrata mine`` in a subprocess; the test watches the
+The killed run is the real ``erstwhile mine`` in a subprocess; the test watches the
 ledger grow and kills it once a randomly chosen number of rows has been written, so
 the kill lands between (or inside) batches of a run in progress.
 """
@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 from tests.support import raw
 from tests.support.folders import Folder
-from tests.support.scripts import memstrata_script
+from tests.support.scripts import erstwhile_script
 
-import memstrata
-from memstrata.domain.time import now_us, to_us
+import erstwhile
+from erstwhile.domain.time import now_us, to_us
 
 NS = "kill"
 SOURCE = "kill-test"
@@ -57,7 +57,7 @@ def versions(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def mine(target: str, folder: Path) -> None:
-    with memstrata.open(target, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(target, embedder="hash", background_jobs=False) as m:
         m.mine(NS, folder, source=SOURCE, batch_size=2)
 
 
@@ -72,7 +72,7 @@ def state(target: str, since: int) -> dict[str, Any]:
     def instant(value: Any) -> Any:
         return None if value is None else ("run" if to_us(value) >= since else to_us(value))
 
-    with memstrata.open(target, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(target, embedder="hash", background_jobs=False) as m:
         records = m.service.store.origin_records(NS, SOURCE)
         ledger = m.service.store.ledger(NS)
         jobs = m.service.store.jobs(NS)
@@ -121,7 +121,7 @@ def test_a_killed_mine_run_again_leaves_what_a_clean_run_leaves(
         mine(target, before)
         stop_at = base_rows + rng.randint(1, change_rows - 20)
         process = subprocess.Popen(
-            [memstrata_script(), "--db", target, "--embedder", "hash", "mine", str(after),
+            [erstwhile_script(), "--db", target, "--embedder", "hash", "mine", str(after),
              "-n", NS, "--source", SOURCE, "--batch-size", "2", "--json"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )  # fmt: skip

@@ -18,15 +18,15 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 from tests.support import pg
 from tests.support.folders import Folder, check
 
-import memstrata
-from memstrata.domain.time import now_us
-from memstrata.jobs.mining import MineReport
-from memstrata.service import Policy
+import erstwhile
+from erstwhile.domain.time import now_us
+from erstwhile.jobs.mining import MineReport
+from erstwhile.service import Policy
 
 NS = "notes"
 
 
-def mine(memory: memstrata.Memory, folder: Folder, ns: str = NS, **options: object) -> MineReport:
+def mine(memory: erstwhile.Memory, folder: Folder, ns: str = NS, **options: object) -> MineReport:
     started = now_us()
     report = memory.mine(ns, folder.root, **options)  # type: ignore[arg-type]
     folder.mined(started, now_us())
@@ -37,12 +37,12 @@ def counts(report: MineReport) -> tuple[int, int, int, int]:
     return report.added, report.superseded, report.unchanged, report.invalidated
 
 
-def ledger_length(memory: memstrata.Memory) -> int:
+def ledger_length(memory: erstwhile.Memory) -> int:
     return len(memory.service.store.ledger(NS))
 
 
 def test_a_folder_kept_in_step_through_every_kind_of_change(
-    memory: memstrata.Memory, store_target: str, tmp_path: Path
+    memory: erstwhile.Memory, store_target: str, tmp_path: Path
 ) -> None:
     folder = Folder(tmp_path / "notes", seed=1)
     source = str((tmp_path / "notes").resolve())
@@ -106,7 +106,7 @@ def test_a_folder_kept_in_step_through_every_kind_of_change(
 
 
 def test_one_folder_in_two_namespaces_and_two_folders_in_one_stay_apart(
-    memory: memstrata.Memory, store_target: str, tmp_path: Path
+    memory: erstwhile.Memory, store_target: str, tmp_path: Path
 ) -> None:
     first = Folder(tmp_path / "one", seed=2)
     second = Folder(tmp_path / "two", seed=3)
@@ -125,7 +125,7 @@ def test_one_folder_in_two_namespaces_and_two_folders_in_one_stay_apart(
     check(memory, "left", two, second, store_target, others=3)
 
 
-def test_a_named_source_follows_a_moved_folder(memory: memstrata.Memory, tmp_path: Path) -> None:
+def test_a_named_source_follows_a_moved_folder(memory: erstwhile.Memory, tmp_path: Path) -> None:
     folder = Folder(tmp_path / "before", seed=4)
     folder.add_document("notes.md", 3)
     assert mine(memory, folder, source="my-notes").added == 3
@@ -135,7 +135,7 @@ def test_a_named_source_follows_a_moved_folder(memory: memstrata.Memory, tmp_pat
     assert (report.source, counts(report)) == ("my-notes", (0, 0, 3, 0))
 
 
-def test_include_and_exclude_patterns(memory: memstrata.Memory, tmp_path: Path) -> None:
+def test_include_and_exclude_patterns(memory: erstwhile.Memory, tmp_path: Path) -> None:
     folder = Folder(tmp_path / "repo", seed=5)
     for path in ("docs/a.md", "docs/b.txt", "src/c.md", "notes.csv"):
         folder.add_document(path, 1)
@@ -148,19 +148,19 @@ def test_include_and_exclude_patterns(memory: memstrata.Memory, tmp_path: Path) 
     assert report.skipped["ignored"] == 2
 
 
-def test_bad_input_is_refused_and_writes_nothing(memory: memstrata.Memory, tmp_path: Path) -> None:
+def test_bad_input_is_refused_and_writes_nothing(memory: erstwhile.Memory, tmp_path: Path) -> None:
     (tmp_path / "file.md").write_text("# not a folder\n")
-    with pytest.raises(memstrata.InvalidInput, match="not a folder"):
+    with pytest.raises(erstwhile.InvalidInput, match="not a folder"):
         memory.mine(NS, tmp_path / "file.md")
-    with pytest.raises(memstrata.InvalidInput, match="batch_size"):
+    with pytest.raises(erstwhile.InvalidInput, match="batch_size"):
         memory.mine(NS, tmp_path, batch_size=0)
-    with pytest.raises(memstrata.InvalidInput, match="include"):
+    with pytest.raises(erstwhile.InvalidInput, match="include"):
         memory.mine(NS, tmp_path, include=[""])
     assert memory.service.store.jobs() == [] and memory.service.store.ledger() == []
 
 
 def test_a_mine_is_a_job_row_and_files_chunks_as_records(
-    memory: memstrata.Memory, tmp_path: Path
+    memory: erstwhile.Memory, tmp_path: Path
 ) -> None:
     root = tmp_path / "code"
     root.mkdir()
@@ -187,13 +187,13 @@ def test_a_cap_on_records_per_upsert_never_splits_a_document(
 ) -> None:
     """The cap is on a caller's request; a mine's batches are its own, a document whole."""
     caps = Policy(max_records_per_upsert=2)
-    with memstrata.open(store_target, embedder="hash", background_jobs=False, policy=caps) as m:
+    with erstwhile.open(store_target, embedder="hash", background_jobs=False, policy=caps) as m:
         folder = Folder(tmp_path / "f", seed=6)
         folder.add_document("long.txt", 5)
         report = mine(m, folder, batch_size=2)
         assert (report.added, report.batches) == (5, 1)
         check(m, NS, report.source, folder, store_target)
-        with pytest.raises(memstrata.PolicyLimit):
+        with pytest.raises(erstwhile.PolicyLimit):
             m.upsert(NS, [{"content": "one"}, {"content": "two"}, {"content": "three"}])
 
 
@@ -208,7 +208,7 @@ class MiningMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.target, self.cleanup = pg.fresh_target(self.backend)
-        self.memory = memstrata.open(self.target, embedder="hash", background_jobs=False)
+        self.memory = erstwhile.open(self.target, embedder="hash", background_jobs=False)
         self.workdir = tempfile.TemporaryDirectory()
         self.folder: Folder
 

@@ -1,6 +1,6 @@
-"""A LangGraph graph, end to end, with memstrata as its store: deterministic nodes
+"""A LangGraph graph, end to end, with erstwhile as its store: deterministic nodes
 (no LLM) write and read memories, on SQLite and on PostgreSQL (``memory`` fixture)
-and through ``memstrata.Client`` against a real ``memstrata serve``."""
+and through ``erstwhile.Client`` against a real ``erstwhile serve``."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore
 from tests.server.harness import make_tokens, start_server, write_config
 
-import memstrata
-from memstrata.langgraph import MemstrataStore
-from memstrata.langgraph import mapping as m
+import erstwhile
+from erstwhile.langgraph import ErstwhileStore
+from erstwhile.langgraph import mapping as m
 
 
 class State(TypedDict, total=False):
@@ -53,7 +53,7 @@ def build(store: BaseStore) -> Any:
     return builder.compile(store=store)
 
 
-def run_conversation(memory: Any, namespace: str, store: MemstrataStore) -> None:
+def run_conversation(memory: Any, namespace: str, store: ErstwhileStore) -> None:
     graph = build(store)
     first = graph.invoke({"user": "ada", "fact": "Ada drives a red car"})
     assert first["known"] == "Ada drives a red car"
@@ -67,7 +67,7 @@ def run_conversation(memory: Any, namespace: str, store: MemstrataStore) -> None
     other = graph.invoke({"user": "bob", "fact": "Bob rides a bike, no car"})
     assert other["recalled"] == ["Bob rides a bike, no car"]
 
-    # what memstrata keeps beyond the interface
+    # what erstwhile keeps beyond the interface
     history = store.history(("users", "ada", "facts"), "car")
     assert [item.value["text"] for item in history] == [
         "Ada drives a red car",
@@ -82,7 +82,7 @@ def run_conversation(memory: Any, namespace: str, store: MemstrataStore) -> None
         ("users", "bob", "facts"),
     ]
 
-    # in memstrata itself: one record per value, the old one closed by supersession
+    # in erstwhile itself: one record per value, the old one closed by supersession
     records = memory.search(namespace, "car", kind=m.VALUE_KIND, include_historical=True)
     texts = sorted(hit.record.content for hit in records.hits)
     assert texts == sorted(
@@ -92,7 +92,7 @@ def run_conversation(memory: Any, namespace: str, store: MemstrataStore) -> None
     old = next(h.record for h in records.hits if h.record.content == "Ada drives a red car")
     assert old.superseded_by is not None and old.valid_to is not None
 
-    # a delete is a soft delete: gone from the store, kept in memstrata's history
+    # a delete is a soft delete: gone from the store, kept in erstwhile's history
     store.delete(("users", "ada", "facts"), "car")
     assert store.get(("users", "ada", "facts"), "car") is None
     assert build(store).invoke({"user": "bob", "fact": "Bob rides a bike, no car"})["recalled"]
@@ -103,33 +103,33 @@ def run_conversation(memory: Any, namespace: str, store: MemstrataStore) -> None
     assert current.deleted_at is not None
 
 
-def test_graph_end_to_end(memory: memstrata.Memory) -> None:
-    store = MemstrataStore(memory, namespace="agent", index={"fields": ["text"]})
+def test_graph_end_to_end(memory: erstwhile.Memory) -> None:
+    store = ErstwhileStore(memory, namespace="agent", index={"fields": ["text"]})
     run_conversation(memory, "agent", store)
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[memstrata.Client]:
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[erstwhile.Client]:
     root: Path = tmp_path_factory.mktemp("langgraph-server")
-    server = start_server(root / "server.db", write_config(root / "memstrata.toml"))
+    server = start_server(root / "server.db", write_config(root / "erstwhile.toml"))
     try:
-        with memstrata.Client(server.url, token=make_tokens(server).writer) as remote:
+        with erstwhile.Client(server.url, token=make_tokens(server).writer) as remote:
             yield remote
     finally:
         server.stop()
 
 
-def test_graph_end_to_end_over_the_client(client: memstrata.Client) -> None:
+def test_graph_end_to_end_over_the_client(client: erstwhile.Client) -> None:
     # the test server caps top_k at 50: the store's listings are sized to it
-    store = MemstrataStore(client, namespace="agent", index={"fields": ["text"]}, scan_limit=50)
+    store = ErstwhileStore(client, namespace="agent", index={"fields": ["text"]}, scan_limit=50)
     run_conversation(client, "agent", store)
 
 
-def test_a_listing_over_the_scan_limit_is_refused(memory: memstrata.Memory) -> None:
-    store = MemstrataStore(memory, scan_limit=3)
+def test_a_listing_over_the_scan_limit_is_refused(memory: erstwhile.Memory) -> None:
+    store = ErstwhileStore(memory, scan_limit=3)
     for n in range(3):
         store.put(("notes",), f"n{n}", {"text": f"note {n}"})
-    with pytest.raises(memstrata.PolicyLimit, match="scan_limit"):
+    with pytest.raises(erstwhile.PolicyLimit, match="scan_limit"):
         store.list_namespaces()
     store.delete(("notes",), "n0")
     assert store.list_namespaces() == [("notes",)]

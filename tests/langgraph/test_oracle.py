@@ -1,4 +1,4 @@
-"""MemstrataStore against LangGraph's InMemoryStore as the oracle: after the same puts
+"""ErstwhileStore against LangGraph's InMemoryStore as the oracle: after the same puts
 and deletes (namespace labels of any characters, wildcard-looking ones included), the
 listings, filtered searches and gets agree exactly, on both backends."""
 
@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langgraph.store.memory import InMemoryStore
 
-import memstrata
-from memstrata.langgraph import MemstrataStore
-from memstrata.langgraph.mapping import encode_scalar, filter_scope
+import erstwhile
+from erstwhile.langgraph import ErstwhileStore
+from erstwhile.langgraph.mapping import encode_scalar, filter_scope
 
 # labels that an escaping scheme or a LIKE pattern would get wrong
 LABELS = ["a", "b", "A", "é", "*", "x y", "%", "_", '"', "[0]", "ns", "a_b"]
@@ -66,7 +66,7 @@ def _items(items: list[Any]) -> list[tuple[tuple[str, ...], str, Any]]:
     filter=filters,
 )
 def test_agrees_with_the_in_memory_store(
-    memory: memstrata.Memory,
+    memory: erstwhile.Memory,
     writes: list[tuple[tuple[str, ...], str, Any]],
     prefix: tuple[str, ...],
     suffix: tuple[str, ...],
@@ -76,7 +76,7 @@ def test_agrees_with_the_in_memory_store(
     search_prefix: tuple[str, ...],
     filter: dict[str, Any] | None,
 ) -> None:
-    ours = MemstrataStore(memory, namespace="lg-" + uuid.uuid4().hex[:12])
+    ours = ErstwhileStore(memory, namespace="lg-" + uuid.uuid4().hex[:12])
     oracle = InMemoryStore()
     for ns, key, val in writes:
         for store in (ours, oracle):
@@ -108,8 +108,8 @@ def test_agrees_with_the_in_memory_store(
         assert (mine and mine.value) == (theirs and theirs.value)
 
 
-def test_paging_a_listing_walks_it_once(memory: memstrata.Memory) -> None:
-    store = MemstrataStore(memory)
+def test_paging_a_listing_walks_it_once(memory: erstwhile.Memory) -> None:
+    store = ErstwhileStore(memory)
     for n in range(7):
         store.put(("docs", str(n % 3)), f"k{n}", {"n": n})
     full = [(i.namespace, i.key) for i in store.search(("docs",), limit=100)]
@@ -131,26 +131,26 @@ def test_filter_values_are_typed(given_value: Any, text: str) -> None:
 
 
 def test_an_unknown_filter_operator_is_refused() -> None:
-    with pytest.raises(memstrata.InvalidInput, match=r"\$regex"):
+    with pytest.raises(erstwhile.InvalidInput, match=r"\$regex"):
         filter_scope({"s": {"$regex": "x.*"}})
-    with pytest.raises(memstrata.InvalidInput, match="compares numbers"):
+    with pytest.raises(erstwhile.InvalidInput, match="compares numbers"):
         filter_scope({"n": {"$gt": "many"}})
 
 
-def test_index_embed_is_memstratas_embedder(memory: memstrata.Memory) -> None:
-    with pytest.raises(memstrata.InvalidInput, match="LangChainEmbedder"):
-        MemstrataStore(memory, index={"dims": 3, "embed": "fake:model"})  # type: ignore[typeddict-item]
+def test_index_embed_is_erstwhiles_embedder(memory: erstwhile.Memory) -> None:
+    with pytest.raises(erstwhile.InvalidInput, match="LangChainEmbedder"):
+        ErstwhileStore(memory, index={"dims": 3, "embed": "fake:model"})  # type: ignore[typeddict-item]
 
 
-def test_a_value_must_be_json(memory: memstrata.Memory) -> None:
-    store = MemstrataStore(memory)
-    with pytest.raises(memstrata.InvalidInput, match="JSON"):
+def test_a_value_must_be_json(memory: erstwhile.Memory) -> None:
+    store = ErstwhileStore(memory)
+    with pytest.raises(erstwhile.InvalidInput, match="JSON"):
         store.put(("a",), "k", {"when": object()})
     assert store.get(("a",), "k") is None
 
 
-def test_concurrent_puts_of_one_key_keep_every_value(memory: memstrata.Memory) -> None:
-    store = MemstrataStore(memory)
+def test_concurrent_puts_of_one_key_keep_every_value(memory: erstwhile.Memory) -> None:
+    store = ErstwhileStore(memory)
 
     def writer(name: str) -> None:
         for n in range(8):
@@ -162,7 +162,7 @@ def test_concurrent_puts_of_one_key_keep_every_value(memory: memstrata.Memory) -
     for thread in threads:
         thread.join()
     history = [item.value for item in store.history(("shared",), "counter")]
-    # one chain: memstrata refuses a fork, the loser re-reads and supersedes the winner
+    # one chain: erstwhile refuses a fork, the loser re-reads and supersedes the winner
     # (each refusal is one put of the other writer, so 8 at most: under PUT_ATTEMPTS)
     assert sorted((v["by"], v["n"]) for v in history) == sorted(
         (name, n) for name in ("a", "b") for n in range(8)
@@ -172,15 +172,15 @@ def test_concurrent_puts_of_one_key_keep_every_value(memory: memstrata.Memory) -
     assert [i.key for i in store.search(("shared",))] == ["counter"]
 
 
-def test_index_dims_must_be_memstratas(memory: memstrata.Memory) -> None:
+def test_index_dims_must_be_erstwhiles(memory: erstwhile.Memory) -> None:
     dims = memory.embedder_id("langgraph").rsplit(":", 1)[-1]
-    MemstrataStore(memory, index={"dims": int(dims), "fields": ["text"]})
-    with pytest.raises(memstrata.InvalidInput, match=r"index\.dims"):
-        MemstrataStore(memory, index={"dims": int(dims) + 1})
+    ErstwhileStore(memory, index={"dims": int(dims), "fields": ["text"]})
+    with pytest.raises(erstwhile.InvalidInput, match=r"index\.dims"):
+        ErstwhileStore(memory, index={"dims": int(dims) + 1})
 
 
-def test_long_keys_and_labels(memory: memstrata.Memory) -> None:
-    store = MemstrataStore(memory)
+def test_long_keys_and_labels(memory: erstwhile.Memory) -> None:
+    store = ErstwhileStore(memory)
     namespace, key = ("users", "x" * 2000), "k" * 3000
     store.put(namespace, key, {"text": "a long one"})
     store.put(namespace, key, {"text": "a long one, revised"})

@@ -19,7 +19,7 @@ def test_the_readme_snippet_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.chdir(tmp_path)
     # the snippet's default embedder is the local model when installed; what it shows
     # does not depend on the model, and hashing spares the test loading one
-    monkeypatch.setenv("MEMSTRATA_EMBEDDER", "hash")
+    monkeypatch.setenv("ERSTWHILE_EMBEDDER", "hash")
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         exec(compile(code.group(1), "README.md", "exec"), {"__name__": "readme"})

@@ -1,5 +1,5 @@
 """Fixtures for the MCP tests, which use the SDK's own ``Client``: against an in-memory
-server, a real ``memstrata mcp`` subprocess (stdio) and a real ``memstrata serve``
+server, a real ``erstwhile mcp`` subprocess (stdio) and a real ``erstwhile serve``
 (streamable HTTP).
 
 The helpers are served by the ``kit`` fixture, since this folder cannot be a package
@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from tests.support.scripts import memstrata_script
+from tests.support.scripts import erstwhile_script
 
 from mcp import Client
 
@@ -118,11 +118,11 @@ async def bad_arguments_then_serving(client: Client) -> None:
     """A bad call is an ``isError`` result naming the code and the field; the session
     goes on serving."""
     message = await refused(client, "search_memories", {"query": "car", "top_k": 0})
-    assert message.startswith("memstrata.input.invalid: ") and "top_k" in message
+    assert message.startswith("erstwhile.input.invalid: ") and "top_k" in message
     message = await refused(client, "add_memory", {"content": "x", "valid_from": "soon"})
-    assert message.startswith("memstrata.input.invalid: ") and "valid_from" in message
+    assert message.startswith("erstwhile.input.invalid: ") and "valid_from" in message
     message = await refused(client, "get_memory", {"id": "no-such-memory"})
-    assert message.startswith("memstrata.not_found: ")
+    assert message.startswith("erstwhile.not_found: ")
     added = await tool(client, "add_memory", {"content": "still serving"})
     got = await tool(client, "get_memory", {"id": added["id"]})
     assert got["content"] == "still serving"
@@ -136,5 +136,5 @@ def kit() -> Any:
         contents=contents,
         memory_flow=memory_flow,
         bad_arguments_then_serving=bad_arguments_then_serving,
-        memstrata_script=memstrata_script,
+        erstwhile_script=erstwhile_script,
     )

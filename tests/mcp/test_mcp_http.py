@@ -1,4 +1,4 @@
-"""MCP over streamable HTTP at ``/mcp`` of a real ``memstrata serve`` process, behind
+"""MCP over streamable HTTP at ``/mcp`` of a real ``erstwhile serve`` process, behind
 the same tokens as the REST API, through the SDK's ``Client``."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import httpx2
 import pytest
 from mcp.client.streamable_http import streamable_http_client
 
-import memstrata
+import erstwhile
+from erstwhile.access import Access
 from mcp import Client
-from memstrata.access import Access
 
 READ = {"search_memories", "get_memory", "memory_history"}
 
@@ -58,18 +58,18 @@ def wait_until_serving(url: str, process: subprocess.Popen[bytes], log: Path) ->
             process.wait(timeout=0.1)
         except subprocess.TimeoutExpired:
             continue
-        pytest.fail(f"memstrata serve exited with {process.returncode}: {log.read_text()}")
-    pytest.fail(f"memstrata serve did not answer {url}: {log.read_text()}")
+        pytest.fail(f"erstwhile serve exited with {process.returncode}: {log.read_text()}")
+    pytest.fail(f"erstwhile serve did not answer {url}: {log.read_text()}")
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, kit: Any) -> Iterator[Served]:
     folder = tmp_path_factory.mktemp("http")
     db = folder / "http.db"
-    script = kit.memstrata_script()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
+    script = kit.erstwhile_script()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ERSTWHILE_")}
 
-    with memstrata.open(db, embedder="none", background_jobs=False) as memory:
+    with erstwhile.open(db, embedder="none", background_jobs=False) as memory:
         access = Access(memory.service.store)
         secrets = {
             "writer": access.create_token(name="writer")[1],
@@ -119,7 +119,7 @@ async def test_a_read_only_token_sees_and_calls_only_the_read_tools(
             ("forget_memory", {"id": found["hits"][0]["record"]["id"], "namespace": "ro"}),
         ]:
             message = await kit.refused(session, name, arguments)
-            assert message.startswith("memstrata.auth.forbidden: ")
+            assert message.startswith("erstwhile.auth.forbidden: ")
     async with served.client("writer") as session:
         after = await kit.tool(session, "search_memories", {"query": "tea", "namespace": "ro"})
         assert kit.contents(after) == ["Tea, no sugar"]
@@ -135,9 +135,9 @@ async def test_a_namespaced_token_defaults_to_its_namespace_and_stays_in_it(
         message = await kit.refused(
             session, "search_memories", {"query": "notes", "namespace": "default"}
         )
-        assert message.startswith("memstrata.auth.forbidden: ") and "default" in message
+        assert message.startswith("erstwhile.auth.forbidden: ") and "default" in message
     # the write is ledgered under the token's id, not as a local actor
-    with memstrata.open(served.db, embedder="none", background_jobs=False) as memory:
+    with erstwhile.open(served.db, embedder="none", background_jobs=False) as memory:
         entries = memory.service.store.ledger("agent")
     assert [(e.record_id, e.actor.startswith("tok_")) for e in entries] == [(written["id"], True)]
 
@@ -153,7 +153,7 @@ def test_without_a_known_token_mcp_answers_401(served: Served) -> None:
         sent = {**headers, "Authorization": authorization} if authorization else headers
         answer = httpx.post(served.url, json=hello, headers=sent, timeout=30)
         assert answer.status_code == 401, answer.text
-        assert answer.json()["error"]["code"] == "memstrata.auth.unauthenticated"
+        assert answer.json()["error"]["code"] == "erstwhile.auth.unauthenticated"
     # a session belongs to the token that opened it
     opened = httpx.post(
         served.url, json=hello,

@@ -1,4 +1,4 @@
-"""``memstrata mcp`` as a real subprocess on a real SQLite file: the SDK's ``Client``
+"""``erstwhile mcp`` as a real subprocess on a real SQLite file: the SDK's ``Client``
 over stdio, and the raw stream, where stdout must carry nothing but protocol."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-import memstrata
+import erstwhile
 from mcp import Client, StdioServerParameters
 
 pytestmark = pytest.mark.anyio
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.anyio
 
 def server(kit: Any, db: Path, *options: str) -> StdioServerParameters:
     return StdioServerParameters(
-        command=kit.memstrata_script(),
+        command=kit.erstwhile_script(),
         args=["--db", str(db), "--embedder", "hash", "mcp", *options],
     )
 
@@ -31,14 +31,14 @@ async def test_a_stdio_session_lives_a_memory_and_survives_bad_calls(
         assert len((await session.list_tools()).tools) == 6
         await kit.memory_flow(session)
         await kit.bad_arguments_then_serving(session)
-    with memstrata.open(db, embedder="hash", background_jobs=False) as memory:
+    with erstwhile.open(db, embedder="hash", background_jobs=False) as memory:
         kept = memory.search("default", "still serving", ranking="lexical")
         assert [hit.record.content for hit in kept.hits] == ["still serving"]
 
 
 async def test_read_only_and_a_fixed_namespace(tmp_path: Path, kit: Any) -> None:
     db = tmp_path / "stdio.db"
-    with memstrata.open(db, embedder="hash", background_jobs=False) as memory:
+    with erstwhile.open(db, embedder="hash", background_jobs=False) as memory:
         memory.add("agent", "The user prefers short answers")
     async with Client(server(kit, db, "--read-only", "--namespace", "agent")) as session:
         assert {t.name for t in (await session.list_tools()).tools} == {
@@ -47,7 +47,7 @@ async def test_read_only_and_a_fixed_namespace(tmp_path: Path, kit: Any) -> None
         found = await kit.tool(session, "search_memories", {"query": "answers"})
         assert kit.contents(found) == ["The user prefers short answers"]
         message = await kit.refused(session, "add_memory", {"content": "x"})
-        assert message.startswith("memstrata.auth.forbidden: ")
+        assert message.startswith("erstwhile.auth.forbidden: ")
 
 
 def rpc(id: int | None, method: str, params: dict[str, Any] | None = None) -> str:
@@ -73,7 +73,7 @@ def test_stdout_carries_only_protocol_messages(tmp_path: Path, kit: Any) -> None
     ]
     log = (tmp_path / "stderr.log").open("w")
     process = subprocess.Popen(
-        [kit.memstrata_script(), "--db", str(tmp_path / "raw.db"), "--embedder", "hash", "mcp"],
+        [kit.erstwhile_script(), "--db", str(tmp_path / "raw.db"), "--embedder", "hash", "mcp"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=log,
@@ -112,10 +112,10 @@ def test_stdout_carries_only_protocol_messages(tmp_path: Path, kit: Any) -> None
         assert message["jsonrpc"] == "2.0"
         assert ("result" in message) != ("error" in message), message
     assert [m["id"] for m in messages] == list(range(len(calls) + 1))
-    assert messages[0]["result"]["serverInfo"]["name"] == "memstrata"
+    assert messages[0]["result"]["serverInfo"]["name"] == "erstwhile"
     assert len(messages[1]["result"]["tools"]) == 6
     results = [m["result"] for m in messages[2:7]]
     assert [r.get("isError", False) for r in results] == [False, True, False, True, True]
-    assert results[1]["content"][0]["text"].startswith("memstrata.input.invalid: valid_from")
+    assert results[1]["content"][0]["text"].startswith("erstwhile.input.invalid: valid_from")
     assert results[2]["structuredContent"]["hits"][0]["record"]["content"] == "The sky is blue"
-    assert results[3]["content"][0]["text"].startswith("memstrata.not_found: ")
+    assert results[3]["content"][0]["text"].startswith("erstwhile.not_found: ")

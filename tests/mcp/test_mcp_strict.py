@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-import memstrata
+import erstwhile
+from erstwhile.adapters.mcp import build_mcp_server
 from mcp import Client
-from memstrata.adapters.mcp import build_mcp_server
 
 pytestmark = pytest.mark.anyio
 
@@ -26,12 +26,12 @@ pytestmark = pytest.mark.anyio
     ],
 )
 async def test_wrong_json_types_are_refused(
-    memory: memstrata.Memory, kit: Any, name: str, arguments: dict[str, Any], field: str
+    memory: erstwhile.Memory, kit: Any, name: str, arguments: dict[str, Any], field: str
 ) -> None:
     memory.add("default", "I drive a red car", id="car")
     async with Client(build_mcp_server(memory.service)) as session:
         message = await kit.refused(session, name, arguments)
-        assert message.startswith("memstrata.input.invalid") or "not_found" in message
+        assert message.startswith("erstwhile.input.invalid") or "not_found" in message
         assert field in message or "not_found" in message
         found = await kit.tool(session, "search_memories", {"query": "car", "top_k": 10})
     assert len(found["hits"]) == 1  # the refused calls changed nothing

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-import memstrata
+import erstwhile
+from erstwhile.adapters.mcp import build_mcp_server
 from mcp import Client
-from memstrata.adapters.mcp import build_mcp_server
 
 pytestmark = pytest.mark.anyio
 
@@ -18,12 +18,12 @@ READ = {"search_memories", "get_memory", "memory_history"}
 WRITE = {"add_memory", "revise_memory", "forget_memory"}
 
 
-def client(memory: memstrata.Memory, **options: Any) -> Client:
+def client(memory: erstwhile.Memory, **options: Any) -> Client:
     return Client(build_mcp_server(memory.service, **options))
 
 
 async def test_lists_six_tools_with_schemas_titles_and_honest_hints(
-    memory: memstrata.Memory,
+    memory: erstwhile.Memory,
 ) -> None:
     async with client(memory) as session:
         tools = {t.name: t for t in (await session.list_tools()).tools}
@@ -71,7 +71,7 @@ async def test_lists_six_tools_with_schemas_titles_and_honest_hints(
     assert "hits" in tools["search_memories"].output_schema["properties"]  # type: ignore[index]
 
 
-async def test_the_life_of_a_memory(memory: memstrata.Memory, kit: Any) -> None:
+async def test_the_life_of_a_memory(memory: erstwhile.Memory, kit: Any) -> None:
     async with client(memory) as session:
         await kit.memory_flow(session)
     # the tools wrote through the service: the Python API sees the same records
@@ -79,7 +79,7 @@ async def test_the_life_of_a_memory(memory: memstrata.Memory, kit: Any) -> None:
 
 
 async def test_a_read_only_server_lists_and_allows_only_the_read_tools(
-    memory: memstrata.Memory, kit: Any
+    memory: erstwhile.Memory, kit: Any
 ) -> None:
     kept = memory.add("default", "The user likes tea")
     async with client(memory, read_only=True) as session:
@@ -91,7 +91,7 @@ async def test_a_read_only_server_lists_and_allows_only_the_read_tools(
             ("forget_memory", {"id": kept}),
         ]:
             message = await kit.refused(session, name, arguments)
-            assert message.startswith("memstrata.auth.forbidden: ") and "read-only" in message
+            assert message.startswith("erstwhile.auth.forbidden: ") and "read-only" in message
         found = await kit.tool(session, "search_memories", {"query": "tea"})
         assert kit.contents(found) == ["The user likes tea"]
     assert memory.get("default", kept).superseded_by is None
@@ -122,49 +122,49 @@ BAD_CALLS = [
 
 
 async def test_bad_arguments_are_errors_that_name_the_field_and_serving_goes_on(
-    memory: memstrata.Memory, kit: Any
+    memory: erstwhile.Memory, kit: Any
 ) -> None:
     async with client(memory) as session:
         for name, arguments, named in BAD_CALLS:
             message = await kit.refused(session, name, arguments)
-            assert message.startswith("memstrata.input.invalid: "), (name, arguments, message)
+            assert message.startswith("erstwhile.input.invalid: "), (name, arguments, message)
             assert named in message, (name, arguments, message)
         await kit.bad_arguments_then_serving(session)
     everything = memory.search("default", "x", ranking="semantic", include_historical=True)
     assert [hit.record.content for hit in everything.hits] == ["still serving"]  # nothing else
 
 
-async def test_domain_refusals_carry_their_codes(memory: memstrata.Memory, kit: Any) -> None:
+async def test_domain_refusals_carry_their_codes(memory: erstwhile.Memory, kit: Any) -> None:
     async with client(memory) as session:
         first = await kit.tool(session, "add_memory", {"content": "a", "key": "user.car"})
         message = await kit.refused(session, "add_memory", {"content": "b", "key": "user.car"})
-        assert message.startswith("memstrata.write.conflict: ")
+        assert message.startswith("erstwhile.write.conflict: ")
         await kit.tool(session, "revise_memory", {"id": first["id"], "content": "c"})
         # a memory already revised cannot be revised again: chains never fork
         message = await kit.refused(session, "revise_memory", {"id": first["id"], "content": "d"})
-        assert message.startswith("memstrata.write.conflict: ")
+        assert message.startswith("erstwhile.write.conflict: ")
         for name in ("get_memory", "memory_history", "forget_memory"):
             message = await kit.refused(session, name, {"id": "missing"})
-            assert message.startswith("memstrata.not_found: ")
+            assert message.startswith("erstwhile.not_found: ")
         message = await kit.refused(session, "revise_memory", {"id": "missing", "content": "x"})
-        assert message.startswith("memstrata.not_found: ")
+        assert message.startswith("erstwhile.not_found: ")
 
 
 async def test_a_promise_that_cannot_be_kept_is_refused(tmp_path: Path, kit: Any) -> None:
-    with memstrata.open(tmp_path / "lexical.db", embedder="none", background_jobs=False) as m:
+    with erstwhile.open(tmp_path / "lexical.db", embedder="none", background_jobs=False) as m:
         m.add("default", "The user drives a red car")
         async with client(m) as session:
             message = await kit.refused(
                 session, "search_memories", {"query": "car", "ranking": "semantic"}
             )
-            assert message.startswith("memstrata.search.semantic_unavailable: ")
+            assert message.startswith("erstwhile.search.semantic_unavailable: ")
             found = await kit.tool(session, "search_memories", {"query": "car"})
             assert found["ranking"] == "lexical" and len(found["hits"]) == 1
             assert found["warnings"][0].startswith("semantic_unavailable: ")
 
 
 async def test_the_server_namespace_is_the_default_and_a_call_may_name_another(
-    memory: memstrata.Memory, kit: Any
+    memory: erstwhile.Memory, kit: Any
 ) -> None:
     async with client(memory, namespace="agent") as session:
         assert "Default namespace: agent" in (session.instructions or "")
@@ -182,7 +182,7 @@ async def test_the_server_namespace_is_the_default_and_a_call_may_name_another(
 
 
 async def test_revise_keeps_what_it_is_not_given_and_replaces_what_it_is(
-    memory: memstrata.Memory, kit: Any
+    memory: erstwhile.Memory, kit: Any
 ) -> None:
     old = memory.add(
         "default", "Standup at 9", kind="decision", tags=["team"], metadata={"room": "a"},
@@ -209,7 +209,7 @@ async def test_revise_keeps_what_it_is_not_given_and_replaces_what_it_is(
     ]  # fmt: skip
 
 
-async def test_search_scopes_and_structured_output(memory: memstrata.Memory, kit: Any) -> None:
+async def test_search_scopes_and_structured_output(memory: erstwhile.Memory, kit: Any) -> None:
     memory.add("default", "Deploy on Fridays is banned", tags=["ops", "rule"], kind="decision",
                metadata={"team": "infra"})  # fmt: skip
     memory.add("default", "Deploy checklist lives in the wiki", tags=["ops"])
@@ -229,7 +229,7 @@ async def test_search_scopes_and_structured_output(memory: memstrata.Memory, kit
 
 
 async def test_search_memories_expands_through_the_graph(
-    memory: memstrata.Memory, kit: Any
+    memory: erstwhile.Memory, kit: Any
 ) -> None:
     memory.add("default", "Ada reviews the budget", id="seed", kind="decision")
     memory.add("default", "a separate note", id="other", kind="decision")
@@ -250,7 +250,7 @@ async def test_search_memories_expands_through_the_graph(
 
 
 async def test_search_memories_reads_the_past_with_known_at(
-    memory: memstrata.Memory, kit: Any
+    memory: erstwhile.Memory, kit: Any
 ) -> None:
     first = memory.add("default", "the launch is on june ten")
     recorded = memory.get("default", first).updated_at
@@ -266,7 +266,7 @@ async def test_search_memories_reads_the_past_with_known_at(
 
 
 async def test_memory_history_lists_every_version_with_its_record_time_on_request(
-    memory: memstrata.Memory, kit: Any
+    memory: erstwhile.Memory, kit: Any
 ) -> None:
     first = memory.add("default", "the launch is on june ten")
     memory.upsert("default", [{"id": first, "content": "the launch is on june eleven"}])

@@ -1,4 +1,4 @@
-"""One real ``memstrata serve`` per session for the REST tests (auth on, small caps)."""
+"""One real ``erstwhile serve`` per session for the REST tests (auth on, small caps)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from .harness import Server, Tokens, make_tokens, start_server, write_config
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     root = tmp_path_factory.mktemp("rest")
-    running = start_server(root / "server.db", write_config(root / "memstrata.toml"))
+    running = start_server(root / "server.db", write_config(root / "erstwhile.toml"))
     yield running
     running.stop()
 

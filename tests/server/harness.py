@@ -1,4 +1,4 @@
-"""A real ``memstrata serve`` process for tests: a temp database, a free loopback
+"""A real ``erstwhile serve`` process for tests: a temp database, a free loopback
 port, a config file, and tokens made the way an operator makes them.
 
 The server's stderr (structured JSON logs) is drained on a thread into ``lines``; the
@@ -20,11 +20,11 @@ from typing import Any
 
 import httpx
 
-import memstrata
-from memstrata.access import Access
+import erstwhile
+from erstwhile.access import Access
 
 STARTUP_SECONDS = 60.0
-CLI = [sys.executable, "-c", "from memstrata.cli import main; main()"]
+CLI = [sys.executable, "-c", "from erstwhile.cli import main; main()"]
 
 # The caps the test servers (and the embedded side of the conformance suite) run with.
 TEST_POLICY = {
@@ -52,7 +52,7 @@ def write_config(path: Path, *, policy: dict[str, int] | None = None, extra: str
 def run_cli(
     db: Path, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``memstrata --db DB ARGS…`` in a subprocess, as an operator would run it."""
+    """``erstwhile --db DB ARGS…`` in a subprocess, as an operator would run it."""
     return subprocess.run(
         [*CLI, "--db", str(db), *args],
         capture_output=True,
@@ -81,7 +81,7 @@ class Server:
         name: str | None = None,
     ) -> tuple[str, str]:
         """A new token (id, secret), written to the server's database directly."""
-        with memstrata.open(self.db, embedder="none", background_jobs=False) as m:
+        with erstwhile.open(self.db, embedder="none", background_jobs=False) as m:
             token, secret = Access(m.service.store).create_token(
                 name=name, read_only=read_only, admin=admin, namespaces=namespaces
             )
@@ -147,7 +147,7 @@ def make_tokens(server: Server) -> Tokens:
 def start_server(
     db: Path | str, config: Path | None, *args: str, env: dict[str, str] | None = None
 ) -> Server:
-    """Starts ``memstrata serve`` and returns once it accepts connections (gRPC on a
+    """Starts ``erstwhile serve`` and returns once it accepts connections (gRPC on a
     free port of its own unless ``args`` name one)."""
     port = free_port()
     grpc_port = free_port()
@@ -180,8 +180,8 @@ def start_server(
                 ready.set()
         ready.set()  # the process ended: let the waiter look
 
-    threading.Thread(target=drain, name="memstrata-server-stderr", daemon=True).start()
+    threading.Thread(target=drain, name="erstwhile-server-stderr", daemon=True).start()
     if not ready.wait(STARTUP_SECONDS) or process.poll() is not None:
         server.stop()
-        raise RuntimeError("memstrata serve did not start:\n" + "\n".join(server.lines[-30:]))
+        raise RuntimeError("erstwhile serve did not start:\n" + "\n".join(server.lines[-30:]))
     return server

@@ -6,14 +6,14 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-import memstrata
-from memstrata.access import Access
-from memstrata.adapters.rest import create_app
-from memstrata.config import Settings
+import erstwhile
+from erstwhile.access import Access
+from erstwhile.adapters.rest import create_app
+from erstwhile.config import Settings
 
 
 def test_serves_a_given_service_and_leaves_it_open(tmp_path: Path) -> None:
-    memory = memstrata.open(tmp_path / "m.db", embedder="hash", background_jobs=False)
+    memory = erstwhile.open(tmp_path / "m.db", embedder="hash", background_jobs=False)
     _, secret = Access(memory.service.store).create_token(read_only=True)
     app = create_app(memory.service, Settings())
     with TestClient(app) as client:

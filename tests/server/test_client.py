@@ -5,42 +5,42 @@ from __future__ import annotations
 import httpx
 import pytest
 
-import memstrata
-from memstrata.adapters.client import ServerUnreachable
+import erstwhile
+from erstwhile.adapters.client import ServerUnreachable
 
 from .harness import free_port
 
 
-def client_answering(status: int, body: bytes, content_type: str) -> memstrata.Client:
+def client_answering(status: int, body: bytes, content_type: str) -> erstwhile.Client:
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(status, content=body, headers={"content-type": content_type})
 
-    return memstrata.Client("http://memstrata.test", transport=httpx.MockTransport(handler))
+    return erstwhile.Client("http://erstwhile.test", transport=httpx.MockTransport(handler))
 
 
-def test_unreachable_server_is_a_memstrata_error() -> None:
-    client = memstrata.Client(f"http://127.0.0.1:{free_port()}", token="t", timeout=5)
+def test_unreachable_server_is_a_erstwhile_error() -> None:
+    client = erstwhile.Client(f"http://127.0.0.1:{free_port()}", token="t", timeout=5)
     with client, pytest.raises(ServerUnreachable) as caught:
         client.get("ns", "a")
-    assert isinstance(caught.value, memstrata.MemstrataError)
+    assert isinstance(caught.value, erstwhile.ErstwhileError)
     assert "cannot reach" in caught.value.message
 
 
 def test_error_body_becomes_the_named_class() -> None:
-    body = b'{"error": {"code": "memstrata.auth.forbidden", "message": "no entry"}}'
+    body = b'{"error": {"code": "erstwhile.auth.forbidden", "message": "no entry"}}'
     client = client_answering(403, body, "application/json")
-    with client, pytest.raises(memstrata.Forbidden, match="no entry"):
+    with client, pytest.raises(erstwhile.Forbidden, match="no entry"):
         client.search("ns", "x")
 
 
 def test_unknown_code_and_non_json_errors_keep_what_they_say() -> None:
-    body = b'{"error": {"code": "memstrata.internal", "message": "see the log"}}'
+    body = b'{"error": {"code": "erstwhile.internal", "message": "see the log"}}'
     client = client_answering(500, body, "application/json")
-    with client, pytest.raises(memstrata.MemstrataError) as caught:
+    with client, pytest.raises(erstwhile.ErstwhileError) as caught:
         client.get("ns", "a")
-    assert (caught.value.code, caught.value.message) == ("memstrata.internal", "see the log")
+    assert (caught.value.code, caught.value.message) == ("erstwhile.internal", "see the log")
     client = client_answering(502, b"Bad Gateway", "text/plain")
-    with client, pytest.raises(memstrata.MemstrataError, match="HTTP 502 from the server"):
+    with client, pytest.raises(erstwhile.ErstwhileError, match="HTTP 502 from the server"):
         client.get("ns", "a")
 
 
@@ -48,10 +48,10 @@ def test_arguments_are_checked_before_sending() -> None:
     def refuse(request: httpx.Request) -> httpx.Response:
         raise AssertionError("nothing should be sent")
 
-    with memstrata.Client("http://memstrata.test", transport=httpx.MockTransport(refuse)) as c:
-        with pytest.raises(memstrata.InvalidInput, match="colour"):
+    with erstwhile.Client("http://erstwhile.test", transport=httpx.MockTransport(refuse)) as c:
+        with pytest.raises(erstwhile.InvalidInput, match="colour"):
             c.upsert("ns", {"content": "x", "colour": "red"})
-        with pytest.raises(memstrata.InvalidInput, match="query"):
+        with pytest.raises(erstwhile.InvalidInput, match="query"):
             c.search("ns")
-        with pytest.raises(memstrata.InvalidInput, match="max_rows"):
+        with pytest.raises(erstwhile.InvalidInput, match="max_rows"):
             c.expire("ns", action="invalidate")

@@ -1,4 +1,4 @@
-"""Settings: one TOML file, ``MEMSTRATA_*`` overrides, clear errors."""
+"""Settings: one TOML file, ``ERSTWHILE_*`` overrides, clear errors."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from memstrata.config import Settings, is_loopback, load_settings, open_memory
-from memstrata.domain.errors import InvalidInput, PolicyLimit
-from memstrata.embedding.config import EmbedderConfig
-from memstrata.service import Policy
+from erstwhile.config import Settings, is_loopback, load_settings, open_memory
+from erstwhile.domain.errors import InvalidInput, PolicyLimit
+from erstwhile.embedding.config import EmbedderConfig
+from erstwhile.service import Policy
 
 CONFIG = """
 [storage]
@@ -44,13 +44,13 @@ dimensions = 128
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
-        if name.startswith("MEMSTRATA_"):
+        if name.startswith("ERSTWHILE_"):
             monkeypatch.delenv(name)
 
 
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
-    path = tmp_path / "memstrata.toml"
+    path = tmp_path / "erstwhile.toml"
     path.write_text(CONFIG.format(db=tmp_path / "m.db"))
     return path
 
@@ -78,21 +78,21 @@ def test_file_then_environment_then_overrides(
     assert settings.policy.max_top_k == 20
     assert settings.embedding.dimensions == 64
 
-    monkeypatch.setenv("MEMSTRATA_POLICY__MAX_TOP_K", "30")
-    monkeypatch.setenv("MEMSTRATA_SERVER__PORT", "9200")
+    monkeypatch.setenv("ERSTWHILE_POLICY__MAX_TOP_K", "30")
+    monkeypatch.setenv("ERSTWHILE_SERVER__PORT", "9200")
     settings = load_settings(config, {"server": {"port": 9300}})
     assert settings.policy.max_top_k == 30  # env over file
     assert settings.policy.max_records_per_upsert == 5  # the rest of the file stays
     assert settings.server.port == 9300  # explicit over env
 
-    monkeypatch.setenv("MEMSTRATA_CONFIG", str(config))
+    monkeypatch.setenv("ERSTWHILE_CONFIG", str(config))
     assert load_settings().embedding.cache_size == 16
 
 
 def test_grpc_port_from_environment_zero_is_off_and_range_checked(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("MEMSTRATA_SERVER__GRPC_PORT", "0")
+    monkeypatch.setenv("ERSTWHILE_SERVER__GRPC_PORT", "0")
     assert load_settings().server.grpc_port == 0
     with pytest.raises(InvalidInput, match=r"config\.server\.grpc_port"):
         load_settings(None, {"server": {"grpc_port": 70000}})
@@ -131,7 +131,7 @@ def test_errors_name_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     bad_ns.write_text("[namespaces.BAD.embedding]\nprovider = 'hash'\n")
     with pytest.raises(InvalidInput, match=r"namespaces\.BAD"):
         load_settings(bad_ns)
-    monkeypatch.setenv("MEMSTRATA_POLICY__MAX_TOP_K", "0")
+    monkeypatch.setenv("ERSTWHILE_POLICY__MAX_TOP_K", "0")
     with pytest.raises(InvalidInput, match=r"config\.policy\.max_top_k"):
         load_settings()
 
@@ -152,7 +152,7 @@ def test_storage_pool_and_timeouts_from_file_and_environment(
 ) -> None:
     path = tmp_path / "pool.toml"
     path.write_text("[storage]\npool_size = 3\nstatement_timeout = 2.5\n")
-    monkeypatch.setenv("MEMSTRATA_STORAGE__POOL_TIMEOUT", "7")
+    monkeypatch.setenv("ERSTWHILE_STORAGE__POOL_TIMEOUT", "7")
     options = load_settings(path).storage.options()
     assert (options.pool_size, options.pool_timeout, options.statement_timeout) == (3, 7.0, 2.5)
     with pytest.raises(InvalidInput, match=r"config\.storage\.pool_size"):

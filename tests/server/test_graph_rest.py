@@ -1,4 +1,4 @@
-"""The graph routes of the REST API over a real ``memstrata serve`` process (this
+"""The graph routes of the REST API over a real ``erstwhile serve`` process (this
 server has extraction off: asserted facts and mentions only)."""
 
 from __future__ import annotations
@@ -75,17 +75,17 @@ def test_graph_errors_and_capabilities(
             f"/v1/namespaces/{ns}/records/nope/mentions", json={"entities": [{"name": "Ada"}]}
         ),
         404,
-        "memstrata.not_found",
+        "erstwhile.not_found",
     )
     assert "entities" in error_of(
         writer.post(f"/v1/namespaces/{ns}/records/r/mentions", json={"entities": []}),
         400,
-        "memstrata.input.invalid",
+        "erstwhile.input.invalid",
     )
     assert "predicate" in error_of(
         writer.post(f"/v1/namespaces/{ns}/facts", json={"subject": "a", "object": "b"}),
         400,
-        "memstrata.input.invalid",
+        "erstwhile.input.invalid",
     )
     error_of(
         writer.post(
@@ -93,13 +93,13 @@ def test_graph_errors_and_capabilities(
             json={"subject": "a", "predicate": "p", "object": "b", "extra": 1},
         ),
         400,
-        "memstrata.input.invalid",
+        "erstwhile.input.invalid",
     )
-    error_of(writer.get(f"/v1/namespaces/{ns}/entities/ent_nope"), 404, "memstrata.not_found")
+    error_of(writer.get(f"/v1/namespaces/{ns}/entities/ent_nope"), 404, "erstwhile.not_found")
     error_of(
         writer.get(f"/v1/namespaces/{ns}/entities/ent_nope/relationships"),
         404,
-        "memstrata.not_found",
+        "erstwhile.not_found",
     )
     with server.http(tokens.reader) as reader:
         assert reader.get(f"/v1/namespaces/{ns}/entities").status_code == 200
@@ -108,10 +108,10 @@ def test_graph_errors_and_capabilities(
                 f"/v1/namespaces/{ns}/facts", json={"subject": "a", "predicate": "p", "object": "b"}
             ),
             403,
-            "memstrata.auth.forbidden",
+            "erstwhile.auth.forbidden",
         )
     with server.http() as anonymous:
         error_of(
-            anonymous.get(f"/v1/namespaces/{ns}/entities"), 401, "memstrata.auth.unauthenticated"
+            anonymous.get(f"/v1/namespaces/{ns}/entities"), 401, "erstwhile.auth.unauthenticated"
         )
     assert writer.get(f"/v1/namespaces/{ns}/entities").json() == {"entities": []}  # nothing written

@@ -2,7 +2,7 @@
 at a time by default (a handler computes under the interpreter lock, so handlers side
 by side only slow each other); on PostgreSQL, or when set, several at once.
 
-Observed from outside: a real ``memstrata serve`` embeds each semantic query through
+Observed from outside: a real ``erstwhile serve`` embeds each semantic query through
 a fake embedding server (real HTTP, the OpenAI protocol), which holds each call until
 a second one arrives (or a few seconds pass) and records how many were ever in flight
 together. A handler embeds inside its own thread, so that count is how many handlers
@@ -59,9 +59,9 @@ def serving(tmp: Path, target: str, provider: FakeServer, threads: int | None) -
     )
     config = write_config(tmp / "m.toml")
     config.write_text(config.read_text().replace('[embedding]\nprovider = "hash"\n', embedding))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTRATA_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ERSTWHILE_")}
     if threads is not None:
-        env["MEMSTRATA_SERVER__THREADS"] = str(threads)
+        env["ERSTWHILE_SERVER__THREADS"] = str(threads)
     return start_server(target, config, "--no-auth", env=env)
 
 

@@ -1,5 +1,5 @@
 """Defects found by probing the REST server as an attacker would (issue 14), each
-reproduced over the wire against a real ``memstrata serve``."""
+reproduced over the wire against a real ``erstwhile serve``."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def test_set_embedding_refuses_unusable_vectors(
         response = writer.put(path, json={"vector": values})
     else:
         response = writer.put(path, content=body, headers={"content-type": "application/json"})
-    assert "vector" in error_of(response, 400, "memstrata.input.invalid")
+    assert "vector" in error_of(response, 400, "erstwhile.input.invalid")
     for ranking in ("auto", "semantic", "hybrid", "lexical"):
         found = writer.post(
             f"/v1/namespaces/{ns}/search", json={"query": "car", "ranking": ranking}
@@ -59,7 +59,7 @@ def test_upsert_refuses_unusable_vectors(
     response = writer.post(
         f"/v1/namespaces/{ns}/records", json={"records": [{"content": "car", "vector": values}]}
     )
-    assert "records[0].vector" in error_of(response, 400, "memstrata.input.invalid")
+    assert "records[0].vector" in error_of(response, 400, "erstwhile.input.invalid")
     nothing = writer.post(f"/v1/namespaces/{ns}/search", json={"query": "car"})
     assert nothing.status_code == 200 and nothing.json()["hits"] == []
 
@@ -70,7 +70,7 @@ def test_query_vector_is_checked_like_a_stored_one(
 ) -> None:
     upsert(writer, ns, {"id": "car", "content": "I drive a red car"})
     response = writer.post(f"/v1/namespaces/{ns}/search", json={"query_vector": values})
-    assert "query_vector" in error_of(response, 400, "memstrata.input.invalid")
+    assert "query_vector" in error_of(response, 400, "erstwhile.input.invalid")
 
 
 def test_large_finite_vectors_are_stored_as_unit_vectors(writer: httpx.Client, ns: str) -> None:
@@ -89,7 +89,7 @@ def test_large_finite_vectors_are_stored_as_unit_vectors(writer: httpx.Client, n
 def test_huge_version_is_not_found(writer: httpx.Client, ns: str, version: str) -> None:
     upsert(writer, ns, {"id": "readme", "content": "read me"})
     response = writer.get(f"/v1/namespaces/{ns}/records/readme", params={"version": version})
-    error_of(response, 404, "memstrata.not_found")
+    error_of(response, 404, "erstwhile.not_found")
 
 
 @pytest.mark.parametrize(
@@ -105,7 +105,7 @@ def test_huge_counts_are_invalid_input(
     writer: httpx.Client, ns: str, path: str, body: dict[str, Any], field: str
 ) -> None:
     response = writer.post(f"/v1/namespaces/{ns}/{path}", json=body)
-    assert field in error_of(response, 400, "memstrata.input.invalid")
+    assert field in error_of(response, 400, "erstwhile.input.invalid")
 
 
 # -- 4. auth before the body ---------------------------------------------------------------
@@ -170,9 +170,9 @@ def test_metrics_show_a_scoped_token_only_its_namespaces(
     with server.http(tokens.scoped) as scoped:
         upsert(scoped, "scoped", {"id": "a", "content": "visible namespace"})
         text = scoped.get("/metrics").text
-    assert 'memstrata_job_backlog{namespace="scoped"}' in text
+    assert 'erstwhile_job_backlog{namespace="scoped"}' in text
     assert ns not in text
-    assert f'memstrata_job_backlog{{namespace="{ns}"}}' in writer.get("/metrics").text
+    assert f'erstwhile_job_backlog{{namespace="{ns}"}}' in writer.get("/metrics").text
 
 
 # -- 6. strict JSON types, server-owned fields refused -------------------------------------
@@ -196,7 +196,7 @@ def test_wrong_json_types_are_refused_not_coerced(
     writer: httpx.Client, ns: str, path: str, body: dict[str, Any], field: str
 ) -> None:
     response = writer.post(f"/v1/namespaces/{ns}/{path}", json=body)
-    assert field in error_of(response, 400, "memstrata.input.invalid")
+    assert field in error_of(response, 400, "erstwhile.input.invalid")
 
 
 @pytest.mark.parametrize(
@@ -214,9 +214,9 @@ def test_server_owned_fields_in_a_write_are_refused(
 ) -> None:
     body = {"records": [{"id": "a", "content": "x", **fields}]}
     response = writer.post(f"/v1/namespaces/{ns}/records", json=body)
-    message = error_of(response, 400, "memstrata.input.invalid")
+    message = error_of(response, 400, "erstwhile.input.invalid")
     assert next(iter(fields)) in message and "set by the server" in message
-    error_of(writer.get(f"/v1/namespaces/{ns}/records/a"), 404, "memstrata.not_found")
+    error_of(writer.get(f"/v1/namespaces/{ns}/records/a"), 404, "erstwhile.not_found")
 
 
 def test_json_numbers_still_become_metadata_text(writer: httpx.Client, ns: str) -> None:

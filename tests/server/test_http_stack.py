@@ -1,4 +1,4 @@
-"""``memstrata serve`` runs uvicorn on its C HTTP parser and the libuv loop, which are
+"""``erstwhile serve`` runs uvicorn on its C HTTP parser and the libuv loop, which are
 dependencies for that reason (without them a search request cost the server 1.1-1.3 ms
 more CPU): uvicorn picks them only when they import, so their absence would be silent."""
 

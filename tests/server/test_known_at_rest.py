@@ -1,11 +1,11 @@
 """Record-time travel over the wire: REST (search, get, history, changes) and the
-Python client against a real ``memstrata serve``."""
+Python client against a real ``erstwhile serve``."""
 
 from __future__ import annotations
 
 import httpx
 
-import memstrata
+import erstwhile
 
 from .harness import Server
 from .test_rest import error_of, upsert
@@ -32,11 +32,11 @@ def test_known_at_search_get_history_and_changes(
     assert old["known_until"] > old["updated_at"]  # its record-time range
     error_of(
         reader.get(f"/v1/namespaces/{ns}/records/f2", params={"known_at": recorded}),
-        404, "memstrata.not_found",
+        404, "erstwhile.not_found",
     )  # fmt: skip
     error_of(
         reader.get(f"/v1/namespaces/{ns}/records/f1", params={"known_at": "yesterday"}),
-        400, "memstrata.input.invalid",
+        400, "erstwhile.input.invalid",
     )  # fmt: skip
     chain = reader.get(f"/v1/namespaces/{ns}/records/f1/history").json()["versions"]
     assert [r["id"] for r in chain] == ["f1", "f2"]
@@ -65,14 +65,14 @@ def test_known_at_search_get_history_and_changes(
     assert before["changes"] == []  # until is exclusive; f1 was recorded at that instant
     error_of(
         reader.get(f"/v1/namespaces/{ns}/changes", params={"since": recorded, "until": recorded}),
-        400, "memstrata.input.invalid",
+        400, "erstwhile.input.invalid",
     )  # fmt: skip
 
 
 def test_the_client_reads_the_past_like_the_embedded_api(
     server: Server, tokens: object, ns: str
 ) -> None:
-    with memstrata.Client(server.url, token=tokens.writer) as client:  # type: ignore[attr-defined]
+    with erstwhile.Client(server.url, token=tokens.writer) as client:  # type: ignore[attr-defined]
         client.upsert(ns, [{"id": "c1", "content": "alpha beta"}])
         recorded = client.get(ns, "c1").updated_at
         client.upsert(ns, [{"id": "c1", "content": "gamma delta"}])
@@ -114,8 +114,8 @@ def test_history_carries_record_time_and_lists_every_version_on_request(
     assert every[2]["known_until"] is None and every[3]["known_until"] is None
     then = reader.get(path, params={"versions": "true", "known_at": every[1]["updated_at"]})
     assert [r["version"] for r in then.json()["versions"]] == [1, 2]
-    error_of(reader.get(path, params={"versions": "maybe"}), 400, "memstrata.input.invalid")
-    with memstrata.Client(server.url, token=tokens.writer) as client:  # type: ignore[attr-defined]
+    error_of(reader.get(path, params={"versions": "maybe"}), 400, "erstwhile.input.invalid")
+    with erstwhile.Client(server.url, token=tokens.writer) as client:  # type: ignore[attr-defined]
         versions = client.history(ns, "h1", versions=True)
         assert [(r.id, r.version) for r in versions] == [(r["id"], r["version"]) for r in every]
         assert versions[0].known_until == versions[1].updated_at

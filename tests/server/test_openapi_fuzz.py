@@ -1,4 +1,4 @@
-"""schemathesis against the served OpenAPI document of a real ``memstrata serve``.
+"""schemathesis against the served OpenAPI document of a real ``erstwhile serve``.
 
 For every operation, schema-valid requests (a bounded, deterministic number per
 operation) must never get a 5xx, and every response must match the document: a
@@ -36,7 +36,7 @@ CHECKS = [
 @pytest.fixture(scope="module")
 def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str]]:
     root = tmp_path_factory.mktemp("fuzz")
-    server = start_server(root / "fuzz.db", write_config(root / "memstrata.toml"))
+    server = start_server(root / "fuzz.db", write_config(root / "erstwhile.toml"))
     _, secret = server.token(admin=True, name="fuzz")
     with server.http(secret) as client:  # something to find, so reads are not all 404
         client.post(

@@ -1,9 +1,9 @@
-"""``memstrata serve`` on PostgreSQL outlives a restart of the server under it.
+"""``erstwhile serve`` on PostgreSQL outlives a restart of the server under it.
 
 A private PostgreSQL (scripts/pg-up in a temporary directory: the shared test
-server is never restarted) under a real ``memstrata serve``; a client keeps writing
+server is never restarted) under a real ``erstwhile serve``; a client keeps writing
 and searching through REST while PostgreSQL restarts. Every answer is a success or
-``memstrata.storage.unavailable`` (503), the first request after the server is back
+``erstwhile.storage.unavailable`` (503), the first request after the server is back
 succeeds (also when the pool's connections all died idle), and the store holds
 exactly what was acknowledged, whole.
 """
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def private_postgres() -> Iterator[tuple[str, Path]]:
-    home = Path(tempfile.mkdtemp(prefix="memstrata-restart-pg-"))
+    home = Path(tempfile.mkdtemp(prefix="erstwhile-restart-pg-"))
     result = subprocess.run(
         ["bash", str(ROOT / "scripts" / "pg-up"), str(home), "fsync=off"],
         capture_output=True, text=True, check=False,
@@ -127,7 +127,7 @@ def test_serve_survives_a_postgres_restart(
     for rid, status, body in answers:
         assert status in (200, 503), (rid, status, body)
         if status == 503:
-            assert body["error"]["code"] == "memstrata.storage.unavailable"  # type: ignore[index]
+            assert body["error"]["code"] == "erstwhile.storage.unavailable"  # type: ignore[index]
     assert server.process.returncode is not None
     acknowledged = {rid for rid, status, _ in answers if rid and status == 200}
     with psycopg.connect(url) as conn:

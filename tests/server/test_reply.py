@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from starlette.responses import JSONResponse
 
-from memstrata.adapters.rest_routes import Reply
+from erstwhile.adapters.rest_routes import Reply
 
 scalars = (
     st.none()

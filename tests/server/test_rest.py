@@ -1,4 +1,4 @@
-"""The REST API over a real ``memstrata serve`` process, driven with httpx."""
+"""The REST API over a real ``erstwhile serve`` process, driven with httpx."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-import memstrata
+import erstwhile
 
 from .conftest import Tokens
 from .harness import TEST_POLICY, Server
@@ -99,8 +99,8 @@ def test_delete_soft_then_hard(writer: httpx.Client, ns: str) -> None:
     assert hits == []
     gone = writer.delete(f"/v1/namespaces/{ns}/records/a", params={"hard": "true"})
     assert gone.status_code == 204
-    error_of(writer.get(f"/v1/namespaces/{ns}/records/a"), 404, "memstrata.not_found")
-    error_of(writer.get(f"/v1/namespaces/{ns}/records/a/history"), 404, "memstrata.not_found")
+    error_of(writer.get(f"/v1/namespaces/{ns}/records/a"), 404, "erstwhile.not_found")
+    error_of(writer.get(f"/v1/namespaces/{ns}/records/a/history"), 404, "erstwhile.not_found")
 
 
 def test_invalidate_and_expire(writer: httpx.Client, admin: httpx.Client, ns: str) -> None:
@@ -130,20 +130,20 @@ def test_invalidate_and_expire(writer: httpx.Client, admin: httpx.Client, ns: st
             json={"filter": {"team": "ops"}, "action": "hard_delete", "max_rows": 10},
         ),
         403,
-        "memstrata.auth.forbidden",
+        "erstwhile.auth.forbidden",
     )
     hard = admin.post(
         f"/v1/namespaces/{ns}/expire",
         json={"filter": {"team": "ops"}, "action": "hard_delete", "max_rows": 10},
     )
     assert hard.json() == {"affected": 2}
-    error_of(writer.get(f"/v1/namespaces/{ns}/records/a"), 404, "memstrata.not_found")
+    error_of(writer.get(f"/v1/namespaces/{ns}/records/a"), 404, "erstwhile.not_found")
 
 
 def test_verify_needs_admin(writer: httpx.Client, admin: httpx.Client, ns: str) -> None:
     upsert(writer, ns, {"id": "a", "content": "a claim"})
     path = f"/v1/namespaces/{ns}/records/a/verify"
-    error_of(writer.post(path, json={"reviewer": "ann"}), 403, "memstrata.auth.forbidden")
+    error_of(writer.post(path, json={"reviewer": "ann"}), 403, "erstwhile.auth.forbidden")
     assert admin.post(path, json={"reviewer": "ann"}).json() == {"version": 2}
     assert writer.get(f"/v1/namespaces/{ns}/records/a").json()["trust"] == "verified"
 
@@ -161,7 +161,7 @@ def test_caller_vector_then_semantic_search(writer: httpx.Client, ns: str) -> No
     assert found["hits"][0]["record"]["id"] == "b"
     assert found["hits"][0]["score"] == 1.0
     short = writer.put(f"/v1/namespaces/{ns}/records/b/embedding", json={"vector": [1.0]})
-    assert "256" in error_of(short, 400, "memstrata.input.invalid")
+    assert "256" in error_of(short, 400, "erstwhile.input.invalid")
 
 
 def test_search_options_and_ids_only(writer: httpx.Client, ns: str) -> None:
@@ -197,12 +197,12 @@ def test_no_token_unknown_token_and_disabled_token_are_401(
     ]
     for method, path in paths:
         response = anonymous.request(method, path, json={"query": "x"})
-        error_of(response, 401, "memstrata.auth.unauthenticated")
+        error_of(response, 401, "erstwhile.auth.unauthenticated")
         assert response.headers["www-authenticate"] == "Bearer"
     with server.http("mst_not-a-real-token") as stranger:
-        error_of(stranger.get("/v1/namespaces"), 401, "memstrata.auth.unauthenticated")
+        error_of(stranger.get("/v1/namespaces"), 401, "erstwhile.auth.unauthenticated")
     with httpx.Client(base_url=server.url, headers={"Authorization": "Basic dTpw"}) as basic:
-        error_of(basic.get("/v1/namespaces"), 401, "memstrata.auth.unauthenticated")
+        error_of(basic.get("/v1/namespaces"), 401, "erstwhile.auth.unauthenticated")
 
     token_id, secret = server.token(name="short-lived")
     with server.http(secret) as client:
@@ -211,7 +211,7 @@ def test_no_token_unknown_token_and_disabled_token_are_401(
 
         disabled = run_cli(server.db, "token", "disable", token_id)
         assert disabled.returncode == 0, disabled.stderr
-        message = error_of(client.get("/v1/namespaces"), 401, "memstrata.auth.unauthenticated")
+        message = error_of(client.get("/v1/namespaces"), 401, "erstwhile.auth.unauthenticated")
         assert "disabled" in message
 
 
@@ -230,7 +230,7 @@ def test_read_only_token_cannot_write(reader: httpx.Client, writer: httpx.Client
         ),
     ]
     for response in attempts:
-        assert "write" in error_of(response, 403, "memstrata.auth.forbidden")
+        assert "write" in error_of(response, 403, "erstwhile.auth.forbidden")
     assert writer.get(f"/v1/namespaces/{ns}/records/a").json()["version"] == 1
 
 
@@ -247,7 +247,7 @@ def test_scoped_token_stays_in_its_namespace(
             scoped.post(f"/v1/namespaces/{ns}/records", json={"records": [{"content": "x"}]}),
             scoped.get(f"/v1/namespaces/{ns}/audit"),
         ):
-            assert ns in error_of(response, 403, "memstrata.auth.forbidden")
+            assert ns in error_of(response, 403, "erstwhile.auth.forbidden")
         listed = scoped.get("/v1/namespaces").json()["namespaces"]
         assert [item["name"] for item in listed] == ["scoped"]
 
@@ -257,7 +257,7 @@ def test_ledger_actor_is_the_token_id(
 ) -> None:
     upsert(writer, ns, {"id": "a", "content": "who wrote me"})
     writer.delete(f"/v1/namespaces/{ns}/records/a")
-    with memstrata.open(server.db, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(server.db, embedder="none", background_jobs=False) as m:
         entries = m.service.store.ledger(ns)
     assert [(entry.record_id, entry.op) for entry in entries] == [("a", "create"), ("a", "delete")]
     assert {entry.actor for entry in entries} == {tokens.writer_id}
@@ -272,12 +272,12 @@ def test_version_conflict_is_412(writer: httpx.Client, ns: str) -> None:
         f"/v1/namespaces/{ns}/records",
         json={"records": [{"id": "a", "content": "v2", "if_version": 5}]},
     )
-    assert "if_version" in error_of(stale, 412, "memstrata.write.version_conflict")
+    assert "if_version" in error_of(stale, 412, "erstwhile.write.version_conflict")
     exists = writer.post(
         f"/v1/namespaces/{ns}/records",
         json={"records": [{"id": "a", "content": "v2", "if_version": 0}]},
     )
-    error_of(exists, 412, "memstrata.write.version_conflict")
+    error_of(exists, 412, "erstwhile.write.version_conflict")
     assert writer.get(f"/v1/namespaces/{ns}/records/a").json()["content"] == "v1"
 
 
@@ -287,36 +287,36 @@ def test_key_conflict_is_409(writer: httpx.Client, ns: str) -> None:
         f"/v1/namespaces/{ns}/records",
         json={"records": [{"id": "b", "content": "two", "key": "k"}]},
     )
-    error_of(taken, 409, "memstrata.write.conflict")
+    error_of(taken, 409, "erstwhile.write.conflict")
 
 
 def test_over_a_cap_is_422_never_truncated(writer: httpx.Client, ns: str) -> None:
     search = f"/v1/namespaces/{ns}/search"
     cap = TEST_POLICY["max_top_k"]
     message = error_of(
-        writer.post(search, json={"query": "x", "top_k": cap + 1}), 422, "memstrata.policy.limit"
+        writer.post(search, json={"query": "x", "top_k": cap + 1}), 422, "erstwhile.policy.limit"
     )
     assert "top_k" in message and "max_top_k" in message
     assert writer.post(search, json={"query": "x", "top_k": cap}).status_code == 200
     error_of(
         writer.post(search, json={"query": "x", "candidate_k": 10_000}),
         422,
-        "memstrata.policy.limit",
+        "erstwhile.policy.limit",
     )
     many = [{"content": f"record {i}"} for i in range(TEST_POLICY["max_records_per_upsert"] + 1)]
     records = f"/v1/namespaces/{ns}/records"
     assert "max_records_per_upsert" in error_of(
-        writer.post(records, json={"records": many}), 422, "memstrata.policy.limit"
+        writer.post(records, json={"records": many}), 422, "erstwhile.policy.limit"
     )
     big = {"content": "x" * (TEST_POLICY["max_content_bytes"] + 1)}
     assert "records[0].content" in error_of(
-        writer.post(records, json={"records": [big]}), 422, "memstrata.policy.limit"
+        writer.post(records, json={"records": [big]}), 422, "erstwhile.policy.limit"
     )
     rows = writer.post(
         f"/v1/namespaces/{ns}/expire",
         json={"action": "invalidate", "max_rows": TEST_POLICY["max_max_rows"] + 1, "all": True},
     )
-    assert "max_max_rows" in error_of(rows, 422, "memstrata.policy.limit")
+    assert "max_max_rows" in error_of(rows, 422, "erstwhile.policy.limit")
     nothing = writer.post(search, json={"query": "record", "include_historical": True})
     assert nothing.json()["hits"] == []  # none of the refused writes happened
 
@@ -325,14 +325,14 @@ def test_body_size_limit(writer: httpx.Client, ns: str) -> None:
     path = f"/v1/namespaces/{ns}/records"
     huge = b'{"records": [{"content": "' + b"x" * TEST_POLICY["max_body_bytes"] + b'"}]}'
     declared = writer.post(path, content=huge, headers={"content-type": "application/json"})
-    assert "max_body_bytes" in error_of(declared, 422, "memstrata.policy.limit")
+    assert "max_body_bytes" in error_of(declared, 422, "erstwhile.policy.limit")
 
     def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it arrives
         for start in range(0, len(huge), 8192):
             yield huge[start : start + 8192]
 
     streamed = writer.post(path, content=chunks(), headers={"content-type": "application/json"})
-    assert "max_body_bytes" in error_of(streamed, 422, "memstrata.policy.limit")
+    assert "max_body_bytes" in error_of(streamed, 422, "erstwhile.policy.limit")
 
 
 def test_malformed_json_wrong_types_unknown_fields_are_400(
@@ -364,13 +364,13 @@ def test_malformed_json_wrong_types_unknown_fields_are_400(
         (admin.post(f"/v1/namespaces/{ns}/records/a/verify", json={}), "reviewer"),
     ]
     for response, field in cases:
-        message = error_of(response, 400, "memstrata.input.invalid")
+        message = error_of(response, 400, "erstwhile.input.invalid")
         assert field in message, (field, message)
 
 
 def test_unknown_routes_and_methods(writer: httpx.Client) -> None:
-    error_of(writer.get("/v1/nothing-here"), 404, "memstrata.not_found")
-    error_of(writer.put("/v1/namespaces"), 405, "memstrata.input.invalid")
+    error_of(writer.get("/v1/nothing-here"), 404, "erstwhile.not_found")
+    error_of(writer.put("/v1/namespaces"), 405, "erstwhile.input.invalid")
 
 
 # -- operations -------------------------------------------------------------------------
@@ -382,12 +382,12 @@ def test_namespaces_audit_and_jobs(admin: httpx.Client, writer: httpx.Client, ns
     assert {"name": ns, "embedder": "hash:feature-hash-v1:256"} in listed
     audit = writer.get(f"/v1/namespaces/{ns}/audit").json()
     assert audit["namespace"] == ns and audit["backlog"] == 0
-    error_of(writer.get("/v1/namespaces/never-written/audit"), 404, "memstrata.not_found")
+    error_of(writer.get("/v1/namespaces/never-written/audit"), 404, "erstwhile.not_found")
 
     error_of(
         writer.post("/v1/jobs", json={"type": "embed", "namespace": ns}),
         403,
-        "memstrata.auth.forbidden",
+        "erstwhile.auth.forbidden",
     )
     started = admin.post("/v1/jobs", json={"type": "reindex", "namespace": ns})
     assert started.status_code == 202
@@ -397,17 +397,17 @@ def test_namespaces_audit_and_jobs(admin: httpx.Client, writer: httpx.Client, ns
     assert admin.get(f"/v1/jobs/{job['id']}").json()["id"] == job["id"]
     listed_jobs = admin.get("/v1/jobs", params={"namespace": ns}).json()["jobs"]
     assert job["id"] in [j["id"] for j in listed_jobs]
-    error_of(admin.get("/v1/jobs/999999"), 404, "memstrata.not_found")
+    error_of(admin.get("/v1/jobs/999999"), 404, "erstwhile.not_found")
     assert "type" in error_of(
         admin.post("/v1/jobs", json={"type": "mine-everything", "namespace": ns}),
         400,
-        "memstrata.input.invalid",
+        "erstwhile.input.invalid",
     )
     # extract is a job, but this server has no extractor: refused, naming the setting
     assert "[extraction] provider" in error_of(
         admin.post("/v1/jobs", json={"type": "extract", "namespace": ns}),
         400,
-        "memstrata.input.invalid",
+        "erstwhile.input.invalid",
     )
 
 
@@ -418,7 +418,7 @@ def test_request_id_is_echoed_and_logged(server: Server, writer: httpx.Client) -
     generated = fresh.headers["x-request-id"]
     assert len(generated) == 32
     traced = server.wait_for_log(lambda entry: entry.get("request_id") == "trace-abc-123")
-    assert traced["logger"] == "memstrata.http" and traced["msg"] == "request"
+    assert traced["logger"] == "erstwhile.http" and traced["msg"] == "request"
     assert traced["route"] == "/v1/namespaces" and traced["status"] == 200
     assert traced["actor"].startswith("tok_")
     assert traced["duration_ms"] >= 0
@@ -430,22 +430,22 @@ def test_request_id_is_echoed_and_logged(server: Server, writer: httpx.Client) -
 def test_metrics(
     writer: httpx.Client, reader: httpx.Client, anonymous: httpx.Client, ns: str
 ) -> None:
-    error_of(anonymous.get("/metrics"), 401, "memstrata.auth.unauthenticated")
+    error_of(anonymous.get("/metrics"), 401, "erstwhile.auth.unauthenticated")
     assert reader.get("/metrics").status_code == 200  # any enabled token may scrape
     upsert(writer, ns, {"id": "a", "content": "metric me"})
     writer.post(f"/v1/namespaces/{ns}/search", json={"query": "metric", "ranking": "lexical"})
     writer.post(f"/v1/namespaces/{ns}/search", json={"query": "metric"})
     text = writer.get("/metrics").text
     assert (
-        'memstrata_http_requests_total{method="POST",route="/v1/namespaces/{ns}/search",status="200"}'
+        'erstwhile_http_requests_total{method="POST",route="/v1/namespaces/{ns}/search",status="200"}'
         in text
     )
-    assert 'memstrata_http_request_duration_seconds_bucket{le="0.005",method="POST"' in text
-    assert 'memstrata_search_duration_seconds_count{ranking="lexical"}' in text
-    assert 'memstrata_search_duration_seconds_count{ranking="hybrid"}' in text
-    assert "memstrata_embedding_cache_hits_total" in text
-    assert "memstrata_embedding_cache_misses_total" in text
-    assert f'memstrata_job_backlog{{namespace="{ns}"}} 0.0' in text
+    assert 'erstwhile_http_request_duration_seconds_bucket{le="0.005",method="POST"' in text
+    assert 'erstwhile_search_duration_seconds_count{ranking="lexical"}' in text
+    assert 'erstwhile_search_duration_seconds_count{ranking="hybrid"}' in text
+    assert "erstwhile_embedding_cache_hits_total" in text
+    assert "erstwhile_embedding_cache_misses_total" in text
+    assert f'erstwhile_job_backlog{{namespace="{ns}"}} 0.0' in text
 
 
 def test_healthz_and_openapi(anonymous: httpx.Client) -> None:
@@ -491,11 +491,11 @@ def test_a_records_ledger_and_the_audits_counts(
         ("invalidate", "a/1", 2),
     ]
     assert entries.json()["entries"][0]["at"].endswith("Z")
-    error_of(reader.get(f"/v1/namespaces/{ns}/records/nope/ledger"), 404, "memstrata.not_found")
+    error_of(reader.get(f"/v1/namespaces/{ns}/records/nope/ledger"), 404, "erstwhile.not_found")
     error_of(
         anonymous.get(f"/v1/namespaces/{ns}/records/a%2F1/ledger"),
         401,
-        "memstrata.auth.unauthenticated",
+        "erstwhile.auth.unauthenticated",
     )
     counts = reader.get(f"/v1/namespaces/{ns}/audit").json()["records"]
     assert counts == {"records": 1, "current": 0, "superseded": 0, "invalidated": 1, "deleted": 0}

@@ -11,19 +11,19 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-import memstrata
-from memstrata.access import Access
-from memstrata.adapters.rest import create_app
-from memstrata.config import Settings
+import erstwhile
+from erstwhile.access import Access
+from erstwhile.adapters.rest import create_app
+from erstwhile.config import Settings
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[TestClient, dict[str, str], memstrata.Memory]]:
+def served(tmp_path: Path) -> Iterator[tuple[TestClient, dict[str, str], erstwhile.Memory]]:
     allowed = tmp_path / "allowed"
     (allowed / "notes").mkdir(parents=True)
     (allowed / "notes" / "a.md").write_text("# Alpha\n\nThe first note.\n\nThe second note.\n")
     (tmp_path / "elsewhere").mkdir()
-    memory = memstrata.open(tmp_path / "m.db", embedder="hash", background_jobs=False)
+    memory = erstwhile.open(tmp_path / "m.db", embedder="hash", background_jobs=False)
     access = Access(memory.service.store)
     secrets = {
         "admin": access.create_token(admin=True)[1],
@@ -41,7 +41,7 @@ def post_job(client: TestClient, secret: str, **body: object) -> tuple[int, dict
 
 
 def test_an_admin_mines_a_folder_under_the_roots(
-    served: tuple[TestClient, dict[str, str], memstrata.Memory], tmp_path: Path
+    served: tuple[TestClient, dict[str, str], erstwhile.Memory], tmp_path: Path
 ) -> None:
     client, secrets, memory = served
     folder = str(tmp_path / "allowed" / "notes")
@@ -61,7 +61,7 @@ def test_an_admin_mines_a_folder_under_the_roots(
 
 
 def test_mine_jobs_are_refused_clearly(
-    served: tuple[TestClient, dict[str, str], memstrata.Memory], tmp_path: Path
+    served: tuple[TestClient, dict[str, str], erstwhile.Memory], tmp_path: Path
 ) -> None:
     client, secrets, memory = served
     admin, writer = secrets["admin"], secrets["writer"]

@@ -1,4 +1,4 @@
-"""``memstrata serve`` and ``memstrata token …`` as an operator runs them."""
+"""``erstwhile serve`` and ``erstwhile token …`` as an operator runs them."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import memstrata
-from memstrata.cli import app
+import erstwhile
+from erstwhile.cli import app
 
 from .harness import run_cli, start_server, write_config
 
@@ -18,7 +18,7 @@ from .harness import run_cli, start_server, write_config
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
-        if name.startswith("MEMSTRATA_"):
+        if name.startswith("ERSTWHILE_"):
             monkeypatch.delenv(name)
 
 
@@ -30,15 +30,15 @@ def invoke(db: Path, *args: str) -> tuple[int, str, str]:
 def test_refuses_a_public_address_without_auth(tmp_path: Path) -> None:
     done = run_cli(tmp_path / "m.db", "serve", "--host", "0.0.0.0", "--no-auth", "--port", "1")
     assert done.returncode == 2
-    assert "memstrata.input.invalid" in done.stderr
+    assert "erstwhile.input.invalid" in done.stderr
     assert "loopback" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_refuses_auth_off_from_the_environment_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_env: None
 ) -> None:
-    monkeypatch.setenv("MEMSTRATA_AUTH__ENABLED", "false")
-    monkeypatch.setenv("MEMSTRATA_SERVER__HOST", "10.1.2.3")
+    monkeypatch.setenv("ERSTWHILE_AUTH__ENABLED", "false")
+    monkeypatch.setenv("ERSTWHILE_SERVER__HOST", "10.1.2.3")
     code, _, err = invoke(tmp_path / "m.db", "serve")
     assert code == 2
     assert "server.host '10.1.2.3' is not a loopback address" in err
@@ -63,7 +63,7 @@ def test_no_auth_on_loopback_serves_as_local(tmp_path: Path) -> None:
             assert client.get("/v1/namespaces").json()["namespaces"][0]["name"] == "n"
     finally:
         server.stop()
-    with memstrata.open(db, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(db, embedder="none", background_jobs=False) as m:
         assert {entry.actor for entry in m.service.store.ledger("n")} == {"local"}
 
 
@@ -84,7 +84,7 @@ def test_token_create_list_disable(tmp_path: Path, clean_env: None) -> None:
     assert [t["name"] for t in listed] == ["bot", created["id"]]
     assert listed[0]["capabilities"] == ["read"] and listed[0]["namespaces"] == ["notes"]
     assert secret not in out and created["token"] not in out  # never shown again
-    with memstrata.open(db, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(db, embedder="none", background_jobs=False) as m:
         stored = m.service.store.tokens()
     assert all(secret not in repr(token) for token in stored)  # stored hashed
 
@@ -101,11 +101,11 @@ def test_token_create_refuses_contradictions(tmp_path: Path, clean_env: None) ->
     code, _, err = invoke(db, "token", "create", "-n", "Bad Name")
     assert code == 2 and "namespace 'Bad Name' is invalid" in err
     code, _, err = invoke(db, "token", "disable", "tok_missing")
-    assert code == 1 and "memstrata.not_found" in err
+    assert code == 1 and "erstwhile.not_found" in err
 
 
 def test_server_logs_are_one_json_line_per_event_without_colour(tmp_path: Path) -> None:
-    server = start_server(tmp_path / "m.db", write_config(tmp_path / "memstrata.toml"))
+    server = start_server(tmp_path / "m.db", write_config(tmp_path / "erstwhile.toml"))
     try:
         server.wait_for_log(lambda entry: "Uvicorn running" in entry.get("msg", ""))
         with server.http(server.token(admin=True)[1]) as client:

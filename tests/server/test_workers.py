@@ -1,4 +1,4 @@
-"""``memstrata serve --workers N``: N processes over one database, one REST port and one
+"""``erstwhile serve --workers N``: N processes over one database, one REST port and one
 gRPC port, started, replaced and stopped by the supervisor (real processes, real HTTP
 and gRPC; the SQLite file and a real PostgreSQL)."""
 
@@ -19,9 +19,9 @@ import httpx2
 import pytest
 from mcp.client.streamable_http import streamable_http_client
 
+from erstwhile.adapters.grpc import semantic_pb2 as pb
+from erstwhile.adapters.grpc import semantic_pb2_grpc
 from mcp import Client
-from memstrata.adapters.grpc import semantic_pb2 as pb
-from memstrata.adapters.grpc import semantic_pb2_grpc
 
 from .harness import Server, run_cli, start_server, write_config
 
@@ -67,7 +67,7 @@ def served_by(server: Server) -> set[int]:
 def workers(tmp_path: Path, store_target: str) -> Iterator[Server]:
     server = start_server(
         store_target, write_config(tmp_path / "m.toml"), "--no-auth", "--workers", str(WORKERS),
-        env={**os.environ, "MEMSTRATA_EMBEDDER": "hash"},
+        env={**os.environ, "ERSTWHILE_EMBEDDER": "hash"},
     )  # fmt: skip
     try:
         yield server
@@ -173,7 +173,7 @@ def test_a_dead_worker_is_replaced_and_sigterm_stops_them_all(workers: Server) -
 
 def test_workers_refuse_a_bad_count_and_a_taken_grpc_port(tmp_path: Path) -> None:
     done = run_cli(tmp_path / "m.db", "serve", "--workers", "0")
-    assert done.returncode == 2 and "error: memstrata.input.invalid:" in done.stderr
+    assert done.returncode == 2 and "error: erstwhile.input.invalid:" in done.stderr
     assert "--workers" in done.stderr
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

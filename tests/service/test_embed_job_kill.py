@@ -13,17 +13,17 @@ from pathlib import Path
 
 import numpy as np
 
-import memstrata
-from memstrata.embedding import Embedder
-from memstrata.jobs.embed import this_process
+import erstwhile
+from erstwhile.embedding import Embedder
+from erstwhile.jobs.embed import this_process
 
 # A slow, logging embedder in a separate process: each text it embeds is one line.
 WORKER = textwrap.dedent(
     """
     import sys, time
     import numpy as np
-    import memstrata
-    from memstrata.embedding import Embedder
+    import erstwhile
+    from erstwhile.embedding import Embedder
 
     class Slow(Embedder):
         provider = "test"
@@ -37,7 +37,7 @@ WORKER = textwrap.dedent(
             time.sleep(0.05)
             return np.ones((len(texts), 4), dtype=np.float32)
 
-    m = memstrata.open(sys.argv[1], embedder=Slow(), background_jobs=False)
+    m = erstwhile.open(sys.argv[1], embedder=Slow(), background_jobs=False)
     m.embed("ns")
     """
 )
@@ -64,7 +64,7 @@ def test_a_killed_embed_job_is_marked_interrupted_and_resumed(
     log = tmp_path / "embedded.txt"
     log.touch()
     records = [{"id": f"r{i:03d}", "content": f"text {i:03d}"} for i in range(200)]
-    with memstrata.open(store_target, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(store_target, embedder="none", background_jobs=False) as m:
         m.upsert("ns", records)  # no embedder yet: all 200 are backlog
 
     worker = tmp_path / "worker.py"
@@ -80,7 +80,7 @@ def test_a_killed_embed_job_is_marked_interrupted_and_resumed(
     embedded_before = log.read_text().splitlines()
     assert len(embedded_before) < len(records)
 
-    with memstrata.open(store_target, embedder=Logging(log), background_jobs=False) as m:
+    with erstwhile.open(store_target, embedder=Logging(log), background_jobs=False) as m:
         (killed,) = m.service.jobs("ns")
         assert killed["state"] == "interrupted"
         assert str(process.pid) in killed["owner"] and "interrupted" in killed["error"]
@@ -97,7 +97,7 @@ def test_a_killed_embed_job_is_marked_interrupted_and_resumed(
 
 
 def test_a_running_job_of_a_live_process_is_left_alone(store_target: str) -> None:
-    with memstrata.open(store_target, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(store_target, embedder="hash", background_jobs=False) as m:
         job_id = m.service.store.job_start("embed", "ns", 0, this_process())
-    with memstrata.open(store_target, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(store_target, embedder="hash", background_jobs=False) as m:
         assert m.service.job(job_id)["state"] == "running"

@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memstrata.domain.fusion import COVERAGE_BONUS, RRF_K, coverage_bonus, reciprocal_rank_fusion
-from memstrata.domain.records import Record
-from memstrata.domain.search import Ranking
-from memstrata.service import fuse, query_coverage
-from memstrata.store.base import LexicalHits
+from erstwhile.domain.fusion import COVERAGE_BONUS, RRF_K, coverage_bonus, reciprocal_rank_fusion
+from erstwhile.domain.records import Record
+from erstwhile.domain.search import Ranking
+from erstwhile.service import fuse, query_coverage
+from erstwhile.store.base import LexicalHits
 
 IDS = st.sampled_from([f"r{i}" for i in range(8)])
 

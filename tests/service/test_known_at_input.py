@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-import memstrata
+import erstwhile
 
 
-def test_refusals_name_the_field(memory: memstrata.Memory) -> None:
+def test_refusals_name_the_field(memory: erstwhile.Memory) -> None:
     memory.upsert("ns", [{"id": "a", "content": "apple"}])
     cases = [
         (lambda: memory.search("ns", "apple", known_at="soon"), "known_at"),
@@ -18,10 +18,10 @@ def test_refusals_name_the_field(memory: memstrata.Memory) -> None:
         (lambda: memory.changes("ns", "whenever"), "since"),
     ]
     for call, field in cases:
-        with pytest.raises(memstrata.InvalidInput) as error:
+        with pytest.raises(erstwhile.InvalidInput) as error:
             call()
         assert field in error.value.message, error.value.message
-    with pytest.raises(memstrata.NotFound):
+    with pytest.raises(erstwhile.NotFound):
         memory.get("ns", "a", known_at="2000-01-01")  # not recorded yet then
     assert memory.get("ns", "a").version == 1
     # expansion walks the graph as known then (tests/graph/test_graph_known_at_oracle.py)

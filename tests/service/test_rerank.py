@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-import memstrata
-from memstrata.domain.errors import InvalidInput, ProviderFailed
-from memstrata.embedding import HashEmbedder
-from memstrata.rerank import HttpReranker, build_reranker
+import erstwhile
+from erstwhile.domain.errors import InvalidInput, ProviderFailed
+from erstwhile.embedding import HashEmbedder
+from erstwhile.rerank import HttpReranker, build_reranker
 
 SERVER = Path(__file__).with_name("rerank_server.py")
 NOTES = [
@@ -46,10 +46,10 @@ def rerank_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
 
 
 def test_off_unless_configured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("MEMSTRATA_RERANKER_URL", raising=False)
+    monkeypatch.delenv("ERSTWHILE_RERANKER_URL", raising=False)
     assert build_reranker(None) is None
     assert build_reranker("none") is None
-    with memstrata.open(tmp_path / "m.db", embedder=HashEmbedder(32), background_jobs=False) as m:
+    with erstwhile.open(tmp_path / "m.db", embedder=HashEmbedder(32), background_jobs=False) as m:
         m.upsert("ns", NOTES)
         hits = m.search("ns", "where is the red bicycle kept", top_k=3).hits
         assert all("rerank" not in h.signals for h in hits)
@@ -60,11 +60,11 @@ def test_the_reranker_reorders_the_fused_hits(
 ) -> None:
     url, log = rerank_server
     query = "where is the red bicycle kept"
-    with memstrata.open(tmp_path / "m.db", embedder=HashEmbedder(32), background_jobs=False) as m:
+    with erstwhile.open(tmp_path / "m.db", embedder=HashEmbedder(32), background_jobs=False) as m:
         m.upsert("ns", NOTES)
         fused = m.search("ns", query, top_k=10).ids()
     reranker = HttpReranker(url, model="tiny", depth=3)
-    with memstrata.open(tmp_path / "m.db", embedder=HashEmbedder(32), background_jobs=False,
+    with erstwhile.open(tmp_path / "m.db", embedder=HashEmbedder(32), background_jobs=False,
                         reranker=reranker) as m:  # fmt: skip
         result = m.search("ns", query, top_k=2)
     sent = [json.loads(line)["body"] for line in log.read_text().splitlines()]
@@ -86,7 +86,7 @@ def test_the_reranker_reorders_the_fused_hits(
 def test_a_bad_reply_fails_the_search(mode: str, tmp_path: Path) -> None:
     proc, url = start(mode, tmp_path / "log.jsonl")
     try:
-        with memstrata.open(tmp_path / "m.db", embedder=HashEmbedder(32), background_jobs=False,
+        with erstwhile.open(tmp_path / "m.db", embedder=HashEmbedder(32), background_jobs=False,
                             reranker=HttpReranker(url, max_attempts=1)) as m:  # fmt: skip
             m.upsert("ns", NOTES)
             with pytest.raises(ProviderFailed):
@@ -101,7 +101,7 @@ def test_bad_settings_are_refused_naming_them(monkeypatch: pytest.MonkeyPatch) -
         build_reranker("ftp://example.invalid")
     with pytest.raises(InvalidInput, match="depth"):
         HttpReranker("http://127.0.0.1:9", depth=0)
-    monkeypatch.setenv("MEMSTRATA_RERANKER_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("ERSTWHILE_RERANKER_URL", "http://127.0.0.1:9")
     reranker = build_reranker(None)
     assert isinstance(reranker, HttpReranker)
     reranker.close()

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from tests.support.raw import dump_tables
 
-import memstrata
-from memstrata.domain.errors import ProviderFailed
-from memstrata.domain.fusion import COVERAGE_BONUS, RRF_K, reciprocal_rank_fusion
-from memstrata.embedding import Embedder, HashEmbedder, local_available
+import erstwhile
+from erstwhile.domain.errors import ProviderFailed
+from erstwhile.domain.fusion import COVERAGE_BONUS, RRF_K, reciprocal_rank_fusion
+from erstwhile.embedding import Embedder, HashEmbedder, local_available
 
 
 class CountingEmbedder(Embedder):
@@ -38,8 +38,8 @@ class CountingEmbedder(Embedder):
         return out
 
 
-def open_with(target: str, embedder: object) -> memstrata.Memory:
-    return memstrata.open(target, embedder=embedder, background_jobs=False)  # type: ignore[arg-type]
+def open_with(target: str, embedder: object) -> erstwhile.Memory:
+    return erstwhile.open(target, embedder=embedder, background_jobs=False)  # type: ignore[arg-type]
 
 
 @pytest.mark.skipif(not local_available(), reason="needs the 'local' extra (pip install .[local])")
@@ -128,9 +128,9 @@ def test_auto_without_an_embedder_answers_lexically_with_a_warning(store_target:
         assert result.ids() == [rid]
         assert any(w.startswith("semantic_unavailable") for w in result.warnings)
         for ranking in ("semantic", "hybrid"):
-            with pytest.raises(memstrata.SemanticUnavailable) as error:
+            with pytest.raises(erstwhile.SemanticUnavailable) as error:
                 m.search("ns", "gardens", ranking=ranking)
-            assert error.value.code == "memstrata.search.semantic_unavailable"
+            assert error.value.code == "erstwhile.search.semantic_unavailable"
 
 
 def test_a_failed_embed_job_is_visible_and_a_rerun_embeds_nothing_twice(store_target: str) -> None:
@@ -185,7 +185,7 @@ def test_unembedded_records_are_counted_and_require_complete_refuses(store_targe
         m.upsert("ns", [{"id": "new", "content": "quiet river bank"}])
         result = m.search("ns", "quiet river", ranking="semantic")
         assert result.ids() == ["new"] and result.unembedded == 1
-        with pytest.raises(memstrata.ReindexNeeded):
+        with pytest.raises(erstwhile.ReindexNeeded):
             m.search("ns", "quiet river", ranking="semantic", require_complete=True)
         m.embed("ns")
         assert m.search("ns", "quiet river", ranking="semantic", require_complete=True)\
@@ -195,22 +195,22 @@ def test_unembedded_records_are_counted_and_require_complete_refuses(store_targe
 def test_vectors_given_by_the_caller(store_target: str) -> None:
     with open_with(store_target, CountingEmbedder()) as m:
         m.upsert("ns", [{"id": "v", "content": "x", "vector": [0, 0, 0, 3, 0, 0, 0, 0]}])
-        with pytest.raises(memstrata.InvalidInput) as error:
+        with pytest.raises(erstwhile.InvalidInput) as error:
             m.upsert("ns", [{"id": "w", "content": "y", "vector": [1.0, 2.0]}])
         assert "records[0].vector" in error.value.message
         hit = m.search("ns", query_vector=[0, 0, 0, 1, 0, 0, 0, 0], include_vector=True).hits[0]
         assert hit.record.id == "v" and hit.score == pytest.approx(1.0)
         assert hit.record.vector == pytest.approx([0, 0, 0, 1, 0, 0, 0, 0])
-        with pytest.raises(memstrata.InvalidInput):
+        with pytest.raises(erstwhile.InvalidInput):
             m.search("ns", query_vector=[1.0, 0.0], ranking="semantic")
-        with pytest.raises(memstrata.InvalidInput):
+        with pytest.raises(erstwhile.InvalidInput):
             m.search("ns", query_vector=[1.0] * 8, ranking="hybrid")
 
 
 def test_background_job_fills_the_backlog_at_open(store_target: str) -> None:
     with open_with(store_target, "none") as m:
         m.upsert("ns", [{"id": f"r{i}", "content": f"item {i}"} for i in range(5)])
-    with memstrata.open(store_target, embedder=HashEmbedder(dimensions=16)) as m:
+    with erstwhile.open(store_target, embedder=HashEmbedder(dimensions=16)) as m:
         assert m.service.background is not None and m.service.background.idle(timeout=30)
         assert m.service.backlog("ns") == 0
 
@@ -244,7 +244,7 @@ def test_query_vectors_are_compared_by_cosine(store_target: str) -> None:
         m.upsert("ns", [{"id": "v", "content": "x", "vector": [0, 0, 0, 1, 0, 0, 0, 0]}])
         hit = m.search("ns", query_vector=[0, 0, 0, 5, 0, 0, 0, 0]).hits[0]
         assert hit.score == pytest.approx(1.0)  # not 5: the query is normalised
-        with pytest.raises(memstrata.InvalidInput):
+        with pytest.raises(erstwhile.InvalidInput):
             m.search("ns", query_vector=[0.0] * 8)
 
 
@@ -295,7 +295,7 @@ def test_the_vector_cache_loads_in_chunks_with_withdrawals(
 ) -> None:
     """SQLite's per-process matrix, read three rows at a time, gives the same answers as
     scoring every stored vector by hand, withdrawn and rewritten vectors included."""
-    from memstrata.store.sqlite import vectors as sqlite_vectors
+    from erstwhile.store.sqlite import vectors as sqlite_vectors
 
     monkeypatch.setattr(sqlite_vectors, "_CHUNK", 3)
     flaky = CountingEmbedder()

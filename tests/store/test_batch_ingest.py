@@ -26,8 +26,8 @@ from tests.support.raw import (
     tail_postings,
 )
 
-import memstrata
-from memstrata.store.sql import lexical
+import erstwhile
+from erstwhile.store.sql import lexical
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 WORDS = ["river", "stone", "mill", "cloud", "house", "water", "quiet", "old", "road", "tree"]
@@ -37,11 +37,11 @@ _names = itertools.count()
 @pytest.fixture(scope="module")
 def stores(
     tmp_path_factory: pytest.TempPathFactory, postgres_server: pg.PgServer
-) -> Iterator[dict[str, memstrata.Memory]]:
+) -> Iterator[dict[str, erstwhile.Memory]]:
     """One store per backend for the module, by its target; each example writes
     namespaces of its own (statistics are per namespace, so examples never meet)."""
     targets = [str(tmp_path_factory.mktemp("batch") / "m.db"), postgres_server.new_target()]
-    opened = {t: memstrata.open(t, embedder="none", background_jobs=False) for t in targets}
+    opened = {t: erstwhile.open(t, embedder="none", background_jobs=False) for t in targets}
     yield opened
     for m in opened.values():
         m.close()
@@ -67,7 +67,7 @@ def _lexical_rows(target: str, namespace: str) -> dict[str, list[tuple[Any, ...]
     return {"postings": postings, "terms": terms, "stats": stats}
 
 
-def _ranked(m: memstrata.Memory, namespace: str, query: str, **options: Any) -> list[Any]:
+def _ranked(m: erstwhile.Memory, namespace: str, query: str, **options: Any) -> list[Any]:
     found = m.search(namespace, query, ranking="lexical", top_k=50, **options)
     return [(hit.record.id, hit.score) for hit in found.hits]
 
@@ -105,7 +105,7 @@ def _records(first: list[str], batch: list[tuple[int, str, int | None]]) -> list
     first=st.lists(text, min_size=1, max_size=8), batch=writes, queries=st.lists(text, max_size=3)
 )
 def test_a_batch_leaves_what_one_by_one_writes_leave(
-    stores: dict[str, memstrata.Memory],
+    stores: dict[str, erstwhile.Memory],
     first: list[str],
     batch: list[tuple[int, str, int | None]],
     queries: list[str],
@@ -129,7 +129,7 @@ def test_a_batch_leaves_what_one_by_one_writes_leave(
         m.upsert(alone, base)
         try:
             m.upsert(together, records)
-        except memstrata.MemstrataError as error:  # then one by one fails at some record
+        except erstwhile.ErstwhileError as error:  # then one by one fails at some record
             with pytest.raises(type(error)):
                 for record in records:
                     m.upsert(alone, [record])
@@ -142,7 +142,7 @@ def test_a_batch_leaves_what_one_by_one_writes_leave(
 
 
 def test_a_bad_record_in_the_middle_of_a_batch_writes_nothing(
-    memory: memstrata.Memory, store_target: str
+    memory: erstwhile.Memory, store_target: str
 ) -> None:
     memory.upsert("ns", [{"id": "a", "content": "the old mill"}])
     before = dump_tables(store_target)
@@ -152,13 +152,13 @@ def test_a_bad_record_in_the_middle_of_a_batch_writes_nothing(
         {"id": "c", "content": "x", "valid_from": "2024-02-01", "valid_to": "2024-01-01"},
         {"id": "d", "content": "after the bad one"},
     ]
-    with pytest.raises(memstrata.InvalidInput, match=r"records\[2\]"):
+    with pytest.raises(erstwhile.InvalidInput, match=r"records\[2\]"):
         memory.upsert("ns", batch)
     duplicate = [{"id": "e", "content": "one"}, {"id": "e", "content": "two"}]
-    with pytest.raises(memstrata.InvalidInput, match=r"records\[1\].id 'e' appears twice"):
+    with pytest.raises(erstwhile.InvalidInput, match=r"records\[1\].id 'e' appears twice"):
         memory.upsert("ns", duplicate)
     missing = [{"id": "f", "content": "new"}, {"id": "g", "content": "n", "supersedes": ["zz"]}]
-    with pytest.raises(memstrata.NotFound, match=r"records\[1\].supersedes\[0\]"):
+    with pytest.raises(erstwhile.NotFound, match=r"records\[1\].supersedes\[0\]"):
         memory.upsert("ns", missing)
     assert dump_tables(store_target) == before
 
@@ -166,7 +166,7 @@ def test_a_bad_record_in_the_middle_of_a_batch_writes_nothing(
 # -- SQLite's tail (documents not merged yet) ---------------------------------------
 
 
-def _workload(m: memstrata.Memory) -> None:
+def _workload(m: erstwhile.Memory) -> None:
     """Creates, content rewrites, supersessions, tombstones and hard deletes, in
     batches, across two namespaces."""
     for ns in ("a", "b"):
@@ -194,7 +194,7 @@ def test_the_tail_merged_or_not_ranks_as_one_table(
         monkeypatch.setattr(lexical, "TAIL_ROWS", limit)
         monkeypatch.setattr(lexical, "TAIL_MAX", limit)
         path = tmp_path / f"{name}.db"
-        with memstrata.open(str(path), embedder="none", background_jobs=False) as m:
+        with erstwhile.open(str(path), embedder="none", background_jobs=False) as m:
             m.upsert("a", [{"id": "early", "content": "river stone early"}])
             known = m.get("a", "early").updated_at
             _workload(m)
@@ -219,7 +219,7 @@ def test_the_tail_merged_or_not_ranks_as_one_table(
 
 def test_integrity_finds_a_record_with_postings_and_in_the_tail(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
-    with memstrata.open(str(path), embedder="none", background_jobs=False) as m:
+    with erstwhile.open(str(path), embedder="none", background_jobs=False) as m:
         m.upsert("ns", [{"id": "a", "content": "river stone"}])
         conn = m.service.store.db.conn()
         conn.execute("INSERT INTO lexical_postings (namespace, term, record, tf, length)"
@@ -238,7 +238,7 @@ def test_a_larger_store_merges_its_tail_later(
     monkeypatch.setattr(lexical, "TAIL_ROWS", 10)
     path = tmp_path / "m.db"
     content = "river stone mill quiet water"
-    with memstrata.open(str(path), embedder="none", background_jobs=False) as m:
+    with erstwhile.open(str(path), embedder="none", background_jobs=False) as m:
         m.upsert("a", [{"id": f"r{i}", "content": content} for i in range(200)])
         tail = partial(scalar, str(path), "SELECT count(*) FROM lexical_tail")
         assert tail() == 0  # nothing merged yet: due at the first bound

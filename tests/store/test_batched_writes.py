@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from tests.support.raw import backend_of, dump_tables, execute, scalar
 
-import memstrata
-from memstrata import Memory
-from memstrata.domain.errors import NotFound
-from memstrata.domain.records import Origin
-from memstrata.store.sql import maintenance
+import erstwhile
+from erstwhile import Memory
+from erstwhile.domain.errors import NotFound
+from erstwhile.domain.records import Origin
+from erstwhile.store.sql import maintenance
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 _REFUSE = {
@@ -84,10 +84,10 @@ def test_rowids_drawn_ahead_are_never_reused(memory: Memory, store_target: str) 
 def test_a_batch_of_vectors_gets_distinct_growing_seqs(tmp_path: Path) -> None:
     """SQLite: a vector row's seq orders every vector write (each process's matrix
     catches up from it), also when a batch's vectors are sent together."""
-    import memstrata
+    import erstwhile
 
     path = f"{tmp_path}/seq.db"
-    with memstrata.open(path, embedder="hash", background_jobs=False) as memory:
+    with erstwhile.open(path, embedder="hash", background_jobs=False) as memory:
         memory.upsert("ns", _batch(0, 40))
         memory.upsert("ns", _batch(40, 40))
         memory.upsert("ns", [{"id": "r0", "content": "note 0 rewritten"}])  # re-embedded
@@ -175,7 +175,7 @@ def test_a_batch_with_one_bad_vector_changes_nothing(
     vector = list(batch[57]["vector"])  # type: ignore[call-overload]
     vector[3] = bad
     batch[57]["vector"] = vector
-    with pytest.raises(memstrata.InvalidInput, match=r"records\[57\]\.vector") as error:
+    with pytest.raises(erstwhile.InvalidInput, match=r"records\[57\]\.vector") as error:
         memory.upsert("ns", batch)
     assert says in error.value.message
     assert dump_tables(store_target) == before
@@ -188,7 +188,7 @@ def test_a_batch_with_a_vector_of_no_direction_or_wrong_size_changes_nothing(
     before = dump_tables(store_target)
     batch = _batch(0, 20)
     batch[11]["vector"] = [0.0] * 256 if what == "zeros" else [1.0] * 255
-    with pytest.raises(memstrata.InvalidInput, match=r"records\[11\]\.vector"):
+    with pytest.raises(erstwhile.InvalidInput, match=r"records\[11\]\.vector"):
         memory.upsert("ns", batch)
     assert dump_tables(store_target) == before
 

@@ -3,7 +3,7 @@ SQLite and PostgreSQL, and equal to a brute-force BM25 written here from its def
 (k1 = 1.2, b = 0.75, idf = ln(1 + (N - df + 0.5) / (df + 0.5)), N and the mean length
 over every record of the namespace, the scope deciding only which records are ranked).
 
-Words are memstrata's terms (:mod:`memstrata.domain.words`); the oracle uses that
+Words are erstwhile's terms (:mod:`erstwhile.domain.words`); the oracle uses that
 tokeniser and nothing else of the store.
 """
 
@@ -21,10 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from tests.support import pg
 from tests.support.raw import merges_settled
 
-import memstrata
-from memstrata import backups
-from memstrata.domain.words import terms
-from memstrata.store.sql import lexical
+import erstwhile
+from erstwhile import backups
+from erstwhile.domain.words import terms
+from erstwhile.store.sql import lexical
 
 VOCABULARY = [
     "run", "runs", "running", "ran", "river", "rivers", "stone", "stones", "cloud",
@@ -58,15 +58,15 @@ def oracle(corpus: dict[str, str], query: str, visible: set[str]) -> dict[str, f
 @pytest.fixture(scope="module")
 def both(
     tmp_path_factory: pytest.TempPathFactory, postgres_server: pg.PgServer
-) -> Iterator[dict[str, memstrata.Memory]]:
+) -> Iterator[dict[str, erstwhile.Memory]]:
     """One SQLite store and one PostgreSQL store for the module; each example writes a
     namespace of its own (statistics are per namespace, so examples cannot meet)."""
     server = postgres_server
     target = server.new_target()
     path = tmp_path_factory.mktemp("bm25") / "m.db"
     stores = {
-        "sqlite": memstrata.open(str(path), embedder="none", background_jobs=False),
-        "postgres": memstrata.open(target, embedder="none", background_jobs=False),
+        "sqlite": erstwhile.open(str(path), embedder="none", background_jobs=False),
+        "postgres": erstwhile.open(target, embedder="none", background_jobs=False),
     }
     yield stores
     for m in stores.values():
@@ -74,7 +74,7 @@ def both(
     server.drop_target(target)
 
 
-def ranked(m: memstrata.Memory, namespace: str, query: str, top_k: int) -> list[tuple[str, float]]:
+def ranked(m: erstwhile.Memory, namespace: str, query: str, top_k: int) -> list[tuple[str, float]]:
     found = m.search(namespace, query, ranking="lexical", top_k=top_k)
     return [(hit.record.id, hit.score) for hit in found.hits]
 
@@ -95,7 +95,7 @@ text = st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=10).map(" ".jo
 )  # fmt: skip
 @pytest.mark.parametrize("tail", [None, 2], ids=["sqlite-tail", "sqlite-merged-each-write"])
 def test_both_backends_rank_as_the_oracle(
-    both: dict[str, memstrata.Memory],
+    both: dict[str, erstwhile.Memory],
     monkeypatch: pytest.MonkeyPatch,
     tail: int | None,
     corpus: list[str],
@@ -154,20 +154,20 @@ def test_both_backends_rank_as_the_oracle(
             assert sa > sb or a < b  # ties by id
 
 
-def test_one_namespace_never_moves_another_s_scores(memory: memstrata.Memory) -> None:
+def test_one_namespace_never_moves_another_s_scores(memory: erstwhile.Memory) -> None:
     memory.upsert("a", [{"id": f"a{i}", "content": c} for i, c in enumerate(
         ["the river runs", "a stone in the river", "clouds over the stone"])])  # fmt: skip
     before = ranked(memory, "a", "river stone", 10)
     memory.upsert("b", [{"id": f"b{i}", "content": "river " * (i % 3 + 1)} for i in range(30)])
     assert ranked(memory, "a", "river stone", 10) == before
-    alone = memstrata.open(":memory:", embedder="none", background_jobs=False)
+    alone = erstwhile.open(":memory:", embedder="none", background_jobs=False)
     alone.upsert("a", [{"id": f"a{i}", "content": c} for i, c in enumerate(
         ["the river runs", "a stone in the river", "clouds over the stone"])])  # fmt: skip
     assert ranked(alone, "a", "river stone", 10) == before
     alone.close()
 
 
-def test_words_match_the_way_people_write_them(memory: memstrata.Memory) -> None:
+def test_words_match_the_way_people_write_them(memory: erstwhile.Memory) -> None:
     memory.upsert("ns", [
         {"id": "runs", "content": "She runs along the river every morning"},
         {"id": "cafe", "content": "Coffee at the Café Noir"},
@@ -179,7 +179,7 @@ def test_words_match_the_way_people_write_them(memory: memstrata.Memory) -> None
     assert memory.search("ns", "what did she do", ranking="lexical").ids() == []
 
 
-def test_a_stop_word_query_finds_nothing_and_says_so(memory: memstrata.Memory) -> None:
+def test_a_stop_word_query_finds_nothing_and_says_so(memory: erstwhile.Memory) -> None:
     memory.add("ns", "the and of what")
     found = memory.search("ns", "the of what", ranking="lexical")
     assert found.hits == []
@@ -187,7 +187,7 @@ def test_a_stop_word_query_finds_nothing_and_says_so(memory: memstrata.Memory) -
 
 
 def test_a_simple_namespace_neither_stems_nor_drops_words(store_target: str) -> None:
-    with memstrata.open(store_target, embedder="none", background_jobs=False,
+    with erstwhile.open(store_target, embedder="none", background_jobs=False,
                         text_search={"exact": "simple"}) as m:  # fmt: skip
         for namespace in ("exact", "english"):
             m.upsert(namespace, [{"id": "1", "content": "The runs"},
@@ -197,7 +197,7 @@ def test_a_simple_namespace_neither_stems_nor_drops_words(store_target: str) -> 
         assert m.search("english", "running", ranking="lexical").ids() == ["1", "2"]
         before = ranked(m, "english", "running", 10)
     # opening with another language re-indexes what is there, in one transaction
-    with memstrata.open(store_target, embedder="none", background_jobs=False,
+    with erstwhile.open(store_target, embedder="none", background_jobs=False,
                         text_search={"exact": "english", "english": "simple"}) as m:  # fmt: skip
         assert m.service.store.text_search("exact") == "english"
         assert m.search("exact", "running", ranking="lexical").ids() == ["1", "2"]
@@ -207,5 +207,5 @@ def test_a_simple_namespace_neither_stems_nor_drops_words(store_target: str) -> 
 
 
 def test_an_unknown_language_is_refused_naming_the_choices(tmp_path: Path) -> None:
-    with pytest.raises(memstrata.InvalidInput, match="english, simple"):
-        memstrata.open(str(tmp_path / "m.db"), embedder="none", text_search={"ns": "klingon"})
+    with pytest.raises(erstwhile.InvalidInput, match="english, simple"):
+        erstwhile.open(str(tmp_path / "m.db"), embedder="none", text_search={"ns": "klingon"})

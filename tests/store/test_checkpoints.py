@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from tests.support.threads import alive, wait_until_at_most
 
-import memstrata
-from memstrata.store.sqlite import connection
+import erstwhile
+from erstwhile.store.sqlite import connection
 
 
 def _checkpointers() -> int:
@@ -42,7 +42,7 @@ def test_a_commit_reaches_the_database_file_without_a_checkpoint_of_the_writer(
     commit; its pages still reach the file, copied beside it, and the store reads the
     same before and after."""
     path = tmp_path / "m.db"
-    with memstrata.open(path, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(path, embedder="hash", background_jobs=False) as m:
         m.upsert("ns", _batch(0, 5))
         size = _grows(path, 0)  # the first commit's checkpoint
         m.upsert("ns", _batch(5, 300))
@@ -54,7 +54,7 @@ def test_a_commit_reaches_the_database_file_without_a_checkpoint_of_the_writer(
 
 def test_the_checkpoint_thread_ends_with_the_store(tmp_path: Path) -> None:
     before = _checkpointers()
-    m = memstrata.open(tmp_path / "m.db", embedder="hash", background_jobs=False)
+    m = erstwhile.open(tmp_path / "m.db", embedder="hash", background_jobs=False)
     assert _checkpointers() == before  # none until the first commit
     m.upsert("ns", _batch(0, 3))
     assert _checkpointers() == before + 1
@@ -66,7 +66,7 @@ def test_the_checkpoint_thread_ends_with_the_store(tmp_path: Path) -> None:
 
 def test_a_store_dropped_unclosed_ends_its_thread(tmp_path: Path) -> None:
     before = _checkpointers()
-    m = memstrata.open(tmp_path / "m.db", embedder="hash", background_jobs=False)
+    m = erstwhile.open(tmp_path / "m.db", embedder="hash", background_jobs=False)
     m.upsert("ns", _batch(0, 3))
     assert _checkpointers() == before + 1
     del m
@@ -79,7 +79,7 @@ def test_a_hard_delete_waits_for_a_checkpoint_beside_it(tmp_path: Path) -> None:
     pages' images) is made after the one running beside it, not given up: right after
     the delete the WAL is empty, with writes going on just before it."""
     path = tmp_path / "m.db"
-    with memstrata.open(path, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(path, embedder="hash", background_jobs=False) as m:
         for n in range(10):
             m.upsert("ns", _batch(300 * n, 300))
         m.upsert("ns", [{"id": "secret", "content": "the vault code is 7341"}])
@@ -90,7 +90,7 @@ def test_a_hard_delete_waits_for_a_checkpoint_beside_it(tmp_path: Path) -> None:
 class _Scripted(connection.Background):
     """A task answering, run after run, whether it left work behind."""
 
-    name = "memstrata-test-scripted"
+    name = "erstwhile-test-scripted"
     every_s = 60.0
 
     def __init__(self, answers: list[bool]) -> None:
@@ -129,7 +129,7 @@ def test_the_checkpoint_beside_the_writers_says_when_it_is_behind(
     half the size at which a writer would checkpoint it in its commit, which SQLite
     starts over only at a write that finds it all copied."""
     path = tmp_path / "m.db"
-    with memstrata.open(path, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(path, embedder="hash", background_jobs=False) as m:
         m.service.store.db.conn().execute("PRAGMA wal_autocheckpoint = 0")  # none of its own
         with connection.Checkpointer(str(path)).session() as checkpoint:
             m.upsert("ns", _batch(0, 20))

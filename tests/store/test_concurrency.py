@@ -6,11 +6,11 @@ import subprocess
 import sys
 import threading
 
-import memstrata
+import erstwhile
 
 WRITER = """
-import sys, memstrata
-m = memstrata.open(sys.argv[1], embedder="hash", background_jobs=False)
+import sys, erstwhile
+m = erstwhile.open(sys.argv[1], embedder="hash", background_jobs=False)
 for i in range(int(sys.argv[3])):
     m.upsert("ns", [{"id": f"{sys.argv[2]}-{i}", "content": f"note {i} from {sys.argv[2]}"}])
     if i % 50 == 0:
@@ -20,7 +20,7 @@ m.close()
 
 
 def test_two_processes_writing_one_store_lose_nothing(store_target: str) -> None:
-    memstrata.open(
+    erstwhile.open(
         store_target, embedder="hash"
     ).close()  # create the schema first, as a server would
     writers = [
@@ -35,7 +35,7 @@ def test_two_processes_writing_one_store_lose_nothing(store_target: str) -> None
         _, err = writer.communicate(timeout=300)
         assert writer.returncode == 0, err
         assert "locked" not in err
-    with memstrata.open(store_target, embedder="hash") as m:
+    with erstwhile.open(store_target, embedder="hash") as m:
         for name in ("p1", "p2"):
             for i in range(500):
                 assert m.get("ns", f"{name}-{i}").version == 1
@@ -44,7 +44,7 @@ def test_two_processes_writing_one_store_lose_nothing(store_target: str) -> None
 
 def test_threads_share_one_memory(store_target: str) -> None:
     errors: list[BaseException] = []
-    with memstrata.open(store_target, embedder="hash") as m:
+    with erstwhile.open(store_target, embedder="hash") as m:
 
         def work(name: str) -> None:
             try:

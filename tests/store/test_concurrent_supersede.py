@@ -2,7 +2,7 @@
 
 Each writer has its own connection (its own ``Memory``) and repeatedly supersedes
 the newest record of a key's chain; when another writer got there first the store
-refuses with ``memstrata.write.conflict`` and the writer re-reads the head and tries
+refuses with ``erstwhile.write.conflict`` and the writer re-reads the head and tries
 again. Afterwards every chain must be one straight line holding exactly the
 supersessions that were reported as written.
 """
@@ -13,14 +13,14 @@ import itertools
 import threading
 from collections import defaultdict
 
-import memstrata
+import erstwhile
 
 WRITERS = 8
 KEYS = ["alpha", "beta"]
 ROUNDS = 10  # successful supersessions per writer
 
 
-def newest(m: memstrata.Memory, record_id: str) -> str:
+def newest(m: erstwhile.Memory, record_id: str) -> str:
     """The head of the chain through ``record_id``."""
     while True:
         successor = m.get("ns", record_id).superseded_by
@@ -30,7 +30,7 @@ def newest(m: memstrata.Memory, record_id: str) -> str:
 
 
 def test_eight_writers_superseding_the_same_keys_never_fork(store_target: str) -> None:
-    with memstrata.open(store_target, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(store_target, embedder="none", background_jobs=False) as m:
         roots = {k: m.add("ns", f"{k} version zero", key=k, valid_from="2020-01-01") for k in KEYS}
     start = threading.Barrier(WRITERS)
     written: dict[str, list[str]] = defaultdict(list)  # key -> ids reported as written
@@ -40,7 +40,7 @@ def test_eight_writers_superseding_the_same_keys_never_fork(store_target: str) -
 
     def writer(n: int) -> None:
         try:
-            with memstrata.open(store_target, embedder="none", background_jobs=False) as m:
+            with erstwhile.open(store_target, embedder="none", background_jobs=False) as m:
                 heads = dict(roots)
                 start.wait(timeout=60)
                 for i in range(ROUNDS):
@@ -51,7 +51,7 @@ def test_eight_writers_superseding_the_same_keys_never_fork(store_target: str) -
                             result = m.supersede(
                                 "ns", heads[key], {"content": f"{key} by writer {n} round {i}"}
                             )
-                        except memstrata.WriteConflict:
+                        except erstwhile.WriteConflict:
                             with lock:
                                 conflicts.append(n)
                             continue  # someone superseded that head first: re-read
@@ -70,7 +70,7 @@ def test_eight_writers_superseding_the_same_keys_never_fork(store_target: str) -
     assert errors == []
     assert sum(len(ids) for ids in written.values()) == WRITERS * ROUNDS
 
-    with memstrata.open(store_target, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(store_target, embedder="none", background_jobs=False) as m:
         for key in KEYS:
             chain = [roots[key]]
             while (successor := m.get("ns", chain[-1]).superseded_by) is not None:

@@ -6,7 +6,7 @@ import hypothesis.strategies as st
 import numpy as np
 from hypothesis import given
 
-from memstrata.store.sql import scoring
+from erstwhile.store.sql import scoring
 
 
 @given(

@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.support.raw import dump_tables
 
-import memstrata
-from memstrata.domain.time import to_us
-from memstrata.store.sqlite.dialect import SqliteDialect
+import erstwhile
+from erstwhile.domain.time import to_us
+from erstwhile.store.sqlite.dialect import SqliteDialect
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 WORDS = ["river", "stone", "mill", "cloud", "house"]
@@ -43,8 +43,8 @@ def _past(target: str) -> list[tuple[Any, ...]]:
 def pair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     """Two stores on one fixed clock: ``held`` as shipped, ``direct`` with every
     replacement made at once (the statement-by-statement way, as PostgreSQL does)."""
-    held = memstrata.open(str(tmp_path / "held.db"), embedder="hash", background_jobs=False)
-    direct = memstrata.open(str(tmp_path / "direct.db"), embedder="hash", background_jobs=False)
+    held = erstwhile.open(str(tmp_path / "held.db"), embedder="hash", background_jobs=False)
+    direct = erstwhile.open(str(tmp_path / "direct.db"), embedder="hash", background_jobs=False)
     dialect = direct.service.store.dialect  # type: ignore[attr-defined]
     assert isinstance(dialect, SqliteDialect)
     monkeypatch.setattr(dialect, "replace_later", lambda *args: False)
@@ -107,7 +107,7 @@ def test_held_back_replacements_leave_the_file_one_statement_at_a_time_leaves(
         for m in (held, direct):
             try:
                 outcome.append(m.upsert(namespace, records).versions)
-            except memstrata.MemstrataError as error:
+            except erstwhile.ErstwhileError as error:
                 outcome.append(type(error))
         assert outcome[0] == outcome[1]
     held_target, direct_target = pair["targets"]

@@ -12,7 +12,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memstrata.store.sqlite.connection import Transaction, without_nulls
+from erstwhile.store.sqlite.connection import Transaction, without_nulls
 
 _TABLE = """
     CREATE TABLE {name} (

@@ -1,4 +1,4 @@
-""":func:`memstrata.store.sqlite.connection.insert_many` (how a write transaction sends
+""":func:`erstwhile.store.sqlite.connection.insert_many` (how a write transaction sends
 rows marked distinct, ``Dialect.insert_rows(distinct=True)``: the lexical tail's and
 documents' rows, as statements of many rows each) writes what one statement per row
 writes: the same rows, in the same order (an AUTOINCREMENT key numbers them alike), and
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memstrata.store.sqlite.connection import MAX_PARAMETERS, Transaction, insert_many
+from erstwhile.store.sqlite.connection import MAX_PARAMETERS, Transaction, insert_many
 
 _TABLES = """
     CREATE TABLE {name} (

@@ -3,9 +3,9 @@ record id's ledger entries, on both backends."""
 
 from __future__ import annotations
 
-import memstrata
-from memstrata.domain.records import Record
-from memstrata.domain.time import now_us, to_us
+import erstwhile
+from erstwhile.domain.records import Record
+from erstwhile.domain.time import now_us, to_us
 
 
 def oracle(records: list[Record], now: int) -> dict[str, int]:
@@ -29,7 +29,7 @@ def oracle(records: list[Record], now: int) -> dict[str, int]:
     }
 
 
-def test_record_counts_by_state(memory: memstrata.Memory) -> None:
+def test_record_counts_by_state(memory: erstwhile.Memory) -> None:
     ns = "counts"
     old = memory.add(ns, "Alice works at Acme", key="alice", valid_from="2023-01-01")
     new = memory.supersede(ns, old, {"content": "at Globex", "valid_from": "2024-06-01"}).ids[0]
@@ -55,7 +55,7 @@ def test_record_counts_by_state(memory: memstrata.Memory) -> None:
     assert store.get(ns, new).content == "at Globex"
 
 
-def test_ledger_of_one_record(memory: memstrata.Memory) -> None:
+def test_ledger_of_one_record(memory: erstwhile.Memory) -> None:
     ns = "ledgered"
     first = memory.add(ns, "one", valid_from="2023-01-01")
     memory.add(ns, "unrelated")
@@ -72,5 +72,5 @@ def test_ledger_of_one_record(memory: memstrata.Memory) -> None:
     try:
         memory.service.ledger(ns, "never-written")
         raise AssertionError("a record the ledger never saw is not found")
-    except memstrata.MemstrataError as error:
-        assert error.code == "memstrata.not_found"
+    except erstwhile.ErstwhileError as error:
+        assert error.code == "erstwhile.not_found"

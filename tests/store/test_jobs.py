@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-import memstrata
+import erstwhile
 
 
-def test_job_rows_are_filtered_in_the_store(memory: memstrata.Memory) -> None:
+def test_job_rows_are_filtered_in_the_store(memory: erstwhile.Memory) -> None:
     store = memory.service.store
     ids = [store.job_start("embed", f"ns{i % 2}", i, "host:1") for i in range(12)]
     for job_id in ids[:5]:
@@ -24,6 +24,6 @@ def test_job_rows_are_filtered_in_the_store(memory: memstrata.Memory) -> None:
     assert (job["state"], job["namespace"], job["owner"]) == ("done", "ns0", "host:1")
 
 
-def test_an_id_beyond_64_bits_is_simply_not_found(memory: memstrata.Memory) -> None:
-    with pytest.raises(memstrata.NotFound):
+def test_an_id_beyond_64_bits_is_simply_not_found(memory: erstwhile.Memory) -> None:
+    with pytest.raises(erstwhile.NotFound):
         memory.service.job(2**70)

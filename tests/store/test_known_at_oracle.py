@@ -25,10 +25,10 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 from tests.store.test_temporal_oracle import predicate_holds, sometimes
 from tests.support import pg
 
-import memstrata
-from memstrata.domain.fusion import reciprocal_rank_fusion
-from memstrata.domain.records import Record
-from memstrata.domain.time import format_instant, to_us
+import erstwhile
+from erstwhile.domain.fusion import reciprocal_rank_fusion
+from erstwhile.domain.records import Record
+from erstwhile.domain.time import format_instant, to_us
 
 DAY = 86_400 * 1_000_000
 BASE = 1_704_067_200 * 1_000_000  # 2024-01-01T00:00:00Z
@@ -85,7 +85,7 @@ class KnownAtMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         target, self.cleanup = pg.fresh_target(self.backend)
-        self.memory = memstrata.open(target, embedder="hash", background_jobs=False)
+        self.memory = erstwhile.open(target, embedder="hash", background_jobs=False)
         self.now = BASE
         self.memory.service.clock = lambda: self.now
         self.embedder = self.memory.service.embedder_for("ns")
@@ -103,13 +103,13 @@ class KnownAtMachine(RuleBasedStateMachine):
     def step(self, write) -> None:  # type: ignore[no-untyped-def]
         """Runs one write at the next instant, then snapshots the whole store."""
         self.now += DAY // 2 + self.counter  # distinct instants, never round
-        with contextlib.suppress(memstrata.MemstrataError):
+        with contextlib.suppress(erstwhile.ErstwhileError):
             write()  # a refused write changes nothing; the snapshot shows that
         snapshot = {}
         for record_id in self.ids:
             if record_id not in self.gone:
                 # (an id whose write was refused was never recorded)
-                with contextlib.suppress(memstrata.MemstrataError):
+                with contextlib.suppress(erstwhile.ErstwhileError):
                     snapshot[record_id] = self.memory.get("ns", record_id)
         self.snapshots.append((self.now, snapshot))
 
@@ -322,9 +322,9 @@ class KnownAtMachine(RuleBasedStateMachine):
                 known = self.memory.get("ns", record_id, known_at=format_instant(taken + offset))
                 assert plain(known) == plain(snapshot[record_id])
             else:
-                with pytest.raises(memstrata.MemstrataError) as error:
+                with pytest.raises(erstwhile.ErstwhileError) as error:
                     self.memory.get("ns", record_id, known_at=format_instant(taken + offset))
-                assert error.value.code == "memstrata.not_found"
+                assert error.value.code == "erstwhile.not_found"
 
     @precondition(lambda self: self.snapshots and self.snapshots[-1][1])
     @rule(data=st.data(), offset=st.integers(0, DAY // 4))
@@ -343,9 +343,9 @@ class KnownAtMachine(RuleBasedStateMachine):
         taken = self.snapshots[data.draw(st.integers(0, len(self.snapshots) - 1))][0]
         known_at = taken + offset
         if all(to_us(r.updated_at) > known_at for r in every if r.id == record_id and r.updated_at):
-            with pytest.raises(memstrata.MemstrataError) as error:  # not recorded yet
+            with pytest.raises(erstwhile.ErstwhileError) as error:  # not recorded yet
                 self.memory.history("ns", record_id, format_instant(known_at), versions=True)
-            assert error.value.code == "memstrata.not_found"
+            assert error.value.code == "erstwhile.not_found"
             then: list[Record] = []
         else:
             then = self.memory.history("ns", record_id, format_instant(known_at), versions=True)

@@ -17,8 +17,8 @@ from tests.support.raw import (
     tail_postings,
 )
 
-import memstrata
-from memstrata.store.sql import lexical
+import erstwhile
+from erstwhile.store.sql import lexical
 
 QUERIES = ["river", "stone mill", "quiet water", "old house tree", "lantern"]
 
@@ -47,7 +47,7 @@ _BEFORE = [
 ]
 
 
-def _write(m: memstrata.Memory, ns: str) -> None:
+def _write(m: erstwhile.Memory, ns: str) -> None:
     words = ["river", "stone", "mill", "quiet", "water", "old", "house", "tree", "road"]
     m.upsert(ns, [{"id": f"r{i}", "content": " ".join(words[i % 6 : i % 6 + 3] * (1 + i % 2))}
                   for i in range(12)])  # fmt: skip
@@ -56,12 +56,12 @@ def _write(m: memstrata.Memory, ns: str) -> None:
     merges_settled(m)
 
 
-def _ranked(m: memstrata.Memory, ns: str) -> list[list[tuple[str, float]]]:
+def _ranked(m: erstwhile.Memory, ns: str) -> list[list[tuple[str, float]]]:
     return [[(h.record.id, h.score) for h in m.search(ns, q, ranking="lexical").hits]
             for q in QUERIES]  # fmt: skip
 
 
-def _clean(m: memstrata.Memory) -> None:
+def _clean(m: erstwhile.Memory) -> None:
     report = m.service.store.integrity()
     assert all(f.ok for f in report), [f.problems for f in report]
 
@@ -73,7 +73,7 @@ def test_an_older_store_gains_the_documents_of_its_postings(
     monkeypatch.setattr(lexical, "TAIL_ROWS", 20)
     monkeypatch.setattr(lexical, "TAIL_MAX", 20)
     path = str(tmp_path / "m.db")
-    with memstrata.open(path, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(path, embedder="none", background_jobs=False) as m:
         for ns in ("a", "b"):
             _write(m, ns)
         ranked = {ns: _ranked(m, ns) for ns in ("a", "b")}
@@ -89,7 +89,7 @@ def test_an_older_store_gains_the_documents_of_its_postings(
         for statement in _BEFORE[1:]:
             conn.execute(statement)
     conn.close()
-    with memstrata.open(path, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(path, embedder="none", background_jobs=False) as m:
         assert dump_tables(path, ["lexical_docs"]) == documents
         assert {ns: _ranked(m, ns) for ns in ("a", "b")} == ranked
         _clean(m)
@@ -106,7 +106,7 @@ def test_rewrites_and_hard_deletes_find_the_postings_by_the_document(
     monkeypatch.setattr(lexical, "TAIL_ROWS", 1 if merged else 10**9)
     monkeypatch.setattr(lexical, "TAIL_MAX", 1 if merged else 10**9)
     path = str(tmp_path / "m.db")
-    with memstrata.open(path, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(path, embedder="none", background_jobs=False) as m:
         _write(m, "a")
         _write(m, "b")
         old = m.get("a", "r0").updated_at
@@ -122,7 +122,7 @@ def test_rewrites_and_hard_deletes_find_the_postings_by_the_document(
         known = m.search("a", "river", ranking="lexical", known_at=old).ids()
         assert "r0" in known
         # a namespace the same but for the rewrites ranks as a fresh store would
-        with memstrata.open(str(tmp_path / "fresh.db"), embedder="none",
+        with erstwhile.open(str(tmp_path / "fresh.db"), embedder="none",
                             background_jobs=False) as other:  # fmt: skip
             _write(other, "a")
             other.upsert("a", [{"id": "r0", "content": "a lantern by the harbour"},

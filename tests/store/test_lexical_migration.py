@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from tests.support.raw import backend_of, execute, scalar
 
-import memstrata
+import erstwhile
 
 RECORDS = [
     {"id": "a", "content": "The river runs past the old mill"},
@@ -45,7 +45,7 @@ _BEFORE = {
 }
 
 
-def _ranked(m: memstrata.Memory) -> list[list[tuple[str, float]]]:
+def _ranked(m: erstwhile.Memory) -> list[list[tuple[str, float]]]:
     return [
         [(h.record.id, h.score) for h in m.search(ns, q, ranking="lexical").hits]
         for ns in ("one", "two")
@@ -54,7 +54,7 @@ def _ranked(m: memstrata.Memory) -> list[list[tuple[str, float]]]:
 
 
 def test_an_old_full_text_index_migrates_to_the_same_ranking(store_target: str) -> None:
-    with memstrata.open(store_target, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(store_target, embedder="none", background_jobs=False) as m:
         m.upsert("one", RECORDS)
         m.upsert("two", RECORDS[:2])
         m.delete("two", "b")  # tombstoned: still counted by the statistics
@@ -62,7 +62,7 @@ def test_an_old_full_text_index_migrates_to_the_same_ranking(store_target: str) 
     assert any(fresh)
     for statement in _BEFORE[backend_of(store_target)]:
         execute(store_target, statement)
-    with memstrata.open(store_target, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(store_target, embedder="none", background_jobs=False) as m:
         assert _ranked(m) == fresh
         assert sorted(m.search("one", "runs", ranking="lexical").ids()) == ["a", "b"]
     if backend_of(store_target) == "sqlite":

@@ -12,8 +12,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import memstrata
-from memstrata.store.sql import lexical
+import erstwhile
+from erstwhile.store.sql import lexical
 
 WORDS = ("river", "stone", "cloud", "lamp", "river river", "stone cloud")
 DAYS = [f"2024-01-{d:02d}T00:00:00Z" for d in range(1, 29)]
@@ -58,17 +58,17 @@ def _records(drawn: list[dict[str, Any]], start: int = 0) -> list[dict[str, Any]
     return out
 
 
-def _ranked(memory: memstrata.Memory, query: str, k: int, options: dict[str, Any]) -> list[Any]:
+def _ranked(memory: erstwhile.Memory, query: str, k: int, options: dict[str, Any]) -> list[Any]:
     if "as_of" in options and "include_historical" in options:
         options = {key: v for key, v in options.items() if key != "include_historical"}
     found = memory.search("ns", query, ranking="lexical", top_k=k, **options)
     return [(hit.record.id, hit.score, hit.record.to_json()) for hit in found.hits]
 
 
-def _handles(path: str) -> tuple[memstrata.Memory, memstrata.Memory]:
-    copied = memstrata.open(path, embedder="hash", background_jobs=False)
+def _handles(path: str) -> tuple[erstwhile.Memory, erstwhile.Memory]:
+    copied = erstwhile.open(path, embedder="hash", background_jobs=False)
     copied.service.store.dialect._scopes.warm_after = 1  # type: ignore[attr-defined]
-    in_sql = memstrata.open(path, embedder="hash", background_jobs=False)
+    in_sql = erstwhile.open(path, embedder="hash", background_jobs=False)
     in_sql.service.store.dialect._scopes.warm_after = 10**9  # type: ignore[attr-defined]
     return copied, in_sql
 

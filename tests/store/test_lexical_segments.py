@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from tests.support.raw import merges_settled, scalar, select
 
-import memstrata
-from memstrata.store.sql import lexical
+import erstwhile
+from erstwhile.store.sql import lexical
 
 WORDS = ["river", "stone", "mill", "cloud", "house", "water", "quiet", "old", "road"]
 
@@ -28,13 +28,13 @@ def _content(i: int) -> str:
 @pytest.fixture
 def merged_thrice(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[tuple[str, memstrata.Memory]]:
+) -> Iterator[tuple[str, erstwhile.Memory]]:
     """A store whose namespaces "a" and "b" were merged three times (a merge at every
     write of 10 records, two namespaces in each merge), with a last write in the tail."""
     monkeypatch.setattr(lexical, "TAIL_ROWS", 10)
     monkeypatch.setattr(lexical, "TAIL_MAX", 10)
     path = str(tmp_path / "m.db")
-    with memstrata.open(path, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(path, embedder="none", background_jobs=False) as m:
         for batch in range(3):
             for ns in ("a", "b"):
                 m.upsert(ns, [{"id": f"r{batch}-{i}", "content": _content(batch * 5 + i)}
@@ -46,7 +46,7 @@ def merged_thrice(
 
 
 def test_each_merge_appends_a_segment_of_its_own(
-    merged_thrice: tuple[str, memstrata.Memory],
+    merged_thrice: tuple[str, erstwhile.Memory],
 ) -> None:
     path, m = merged_thrice
     segments = select(path, "SELECT namespace, seg FROM lexical_segments ORDER BY namespace, seg")
@@ -65,7 +65,7 @@ def test_each_merge_appends_a_segment_of_its_own(
 
 
 def test_rewrites_and_hard_deletes_reach_the_first_segment(
-    merged_thrice: tuple[str, memstrata.Memory],
+    merged_thrice: tuple[str, erstwhile.Memory],
 ) -> None:
     path, m = merged_thrice
     first = "SELECT count(*) FROM lexical_postings p JOIN records r ON r.rowid = p.record"
@@ -89,7 +89,7 @@ _PAST = re.compile(r"PRIMARY KEY \(namespace=\? AND term=\?")
 
 
 def test_a_search_seeks_each_term_once_per_merge(
-    merged_thrice: tuple[str, memstrata.Memory],
+    merged_thrice: tuple[str, erstwhile.Memory],
 ) -> None:
     path, m = merged_thrice
     statements: list[str] = []
@@ -114,7 +114,7 @@ def test_a_search_seeks_each_term_once_per_merge(
 
 
 def test_integrity_finds_postings_of_a_merge_their_namespace_does_not_list(
-    merged_thrice: tuple[str, memstrata.Memory],
+    merged_thrice: tuple[str, erstwhile.Memory],
 ) -> None:
     _, m = merged_thrice
     conn = m.service.store.db.conn()

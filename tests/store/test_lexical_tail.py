@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.support.raw import scalar
 
-import memstrata
-from memstrata.store.sql import lexical
+import erstwhile
+from erstwhile.store.sql import lexical
 
 WORDS = ["river", "stone", "mill", "cloud", "house", "water", "quiet", "old"]
 QUERIES = ["river", "stone mill", "quiet water old", "house cloud river stone"]
@@ -32,23 +32,23 @@ _op = st.one_of(
 )  # fmt: skip
 
 
-def _ranked(m: memstrata.Memory, ns: str = "ns") -> list[list[tuple[str, float]]]:
+def _ranked(m: erstwhile.Memory, ns: str = "ns") -> list[list[tuple[str, float]]]:
     return [[(h.record.id, h.score) for h in m.search(ns, q, ranking="lexical", top_k=20).hits]
             for q in QUERIES]  # fmt: skip
 
 
-def _merge(m: memstrata.Memory) -> None:
+def _merge(m: erstwhile.Memory) -> None:
     store = m.service.store
     store.db.write(partial(lexical.merge_tail, store.dialect))
 
 
-def _apply(m: memstrata.Memory, op: tuple[Any, ...]) -> None:
+def _apply(m: erstwhile.Memory, op: tuple[Any, ...]) -> None:
     kind, _, arg = op[0], op[1], op[2]
     if kind == "upsert":
         latest = {f"r{i}": content for i, content in arg}
         m.upsert("ns", [{"id": rid, "content": c} for rid, c in latest.items()])
     elif kind == "delete":
-        with contextlib.suppress(memstrata.NotFound):
+        with contextlib.suppress(erstwhile.NotFound):
             m.delete("ns", f"r{arg}", hard=op[3])
     elif kind == "merge":
         _merge(m)
@@ -68,7 +68,7 @@ def test_two_copies_of_the_tail_rank_as_the_merged_file(
     original = (lexical.TAIL_ROWS, lexical.TAIL_MAX)
     lexical.TAIL_ROWS = lexical.TAIL_MAX = bound
     try:
-        stores = [memstrata.open(path, embedder="none", background_jobs=False) for _ in range(2)]
+        stores = [erstwhile.open(path, embedder="none", background_jobs=False) for _ in range(2)]
         try:
             for op in ops:
                 _apply(stores[op[1]], op)
@@ -79,7 +79,7 @@ def test_two_copies_of_the_tail_rank_as_the_merged_file(
         finally:
             for m in stores:
                 m.close()
-        with memstrata.open(path, embedder="none", background_jobs=False) as m:
+        with erstwhile.open(path, embedder="none", background_jobs=False) as m:
             assert _ranked(m) == seen[0] == seen[1]  # a fresh copy of the tail
             _merge(m)
             assert scalar(path, "SELECT count(*) FROM lexical_tail") == 0
@@ -96,9 +96,9 @@ def test_a_search_reads_the_tail_another_store_wrote(
     monkeypatch.setattr(lexical, "TAIL_ROWS", 10**9)
     monkeypatch.setattr(lexical, "TAIL_MAX", 10**9)
     path, merged_path = str(tmp_path / "m.db"), str(tmp_path / "merged.db")
-    writer = memstrata.open(path, embedder="none", background_jobs=False)
-    reader = memstrata.open(path, embedder="none", background_jobs=False)
-    merged = memstrata.open(merged_path, embedder="none", background_jobs=False)
+    writer = erstwhile.open(path, embedder="none", background_jobs=False)
+    reader = erstwhile.open(path, embedder="none", background_jobs=False)
+    merged = erstwhile.open(merged_path, embedder="none", background_jobs=False)
     steps = [
         lambda m: m.upsert("ns", [{"id": f"r{i}", "content": f"{WORDS[i % 8]} stone"}
                                   for i in range(10)]),
@@ -129,7 +129,7 @@ def test_a_copy_takes_a_write_s_documents_only_once_it_commits(tmp_path: Path) -
     """The writer's documents reach its copy of the tail after the commit
     (``Database.on_commit``): never from a write that rolled back, nor from a savepoint
     rolled back inside one that committed."""
-    with memstrata.open(str(tmp_path / "m.db"), embedder="none", background_jobs=False) as m:
+    with erstwhile.open(str(tmp_path / "m.db"), embedder="none", background_jobs=False) as m:
         db = m.service.store.db
         ran: list[str] = []
 
@@ -151,7 +151,7 @@ def test_a_copy_takes_a_write_s_documents_only_once_it_commits(tmp_path: Path) -
         # and a write that fails after its documents were flushed leaves the copy as it was
         m.upsert("ns", [{"id": "a", "content": "river stone"}])
         before = _ranked(m)
-        with pytest.raises(memstrata.MemstrataError):
+        with pytest.raises(erstwhile.ErstwhileError):
             m.upsert("ns", [{"id": "b", "content": "river mill"},
                             {"id": "a", "content": "quiet", "if_version": 7}])  # fmt: skip
         assert _ranked(m) == before

@@ -15,9 +15,9 @@ import pytest
 from tests.support.raw import merges_settled, scalar, select
 from tests.support.threads import alive, wait_until_at_most
 
-import memstrata
-from memstrata.store.sql import lexical
-from memstrata.store.sqlite.dialect import Merger
+import erstwhile
+from erstwhile.store.sql import lexical
+from erstwhile.store.sqlite.dialect import Merger
 
 WORDS = ["river", "stone", "mill", "quiet", "water", "old", "house", "tree", "road"]
 QUERIES = ["river", "stone mill", "quiet water", "old house tree"]
@@ -30,7 +30,7 @@ def _batch(start: int, count: int) -> list[dict[str, object]]:
     ]
 
 
-def _ranked(m: memstrata.Memory) -> list[list[tuple[str, float]]]:
+def _ranked(m: erstwhile.Memory) -> list[list[tuple[str, float]]]:
     return [[(h.record.id, h.score) for h in m.search("ns", q, ranking="lexical", top_k=50).hits]
             for q in QUERIES]  # fmt: skip
 
@@ -49,7 +49,7 @@ def bound(monkeypatch: pytest.MonkeyPatch) -> int:
 def test_a_write_leaves_a_due_tail_to_the_thread_beside_it(tmp_path: Path, bound: int) -> None:
     path = str(tmp_path / "m.db")
     tail = f"SELECT count(*) FROM {lexical.TAIL}"
-    with memstrata.open(path, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(path, embedder="none", background_jobs=False) as m:
         merger = m.service.store.dialect.merger
         with merger.lock:  # the thread cannot merge yet
             m.upsert("ns", _batch(0, bound))
@@ -71,7 +71,7 @@ def test_a_write_merges_a_tail_twice_due_itself(tmp_path: Path, bound: int) -> N
     brings it there merges it."""
     path = str(tmp_path / "m.db")
     seen = []
-    with memstrata.open(path, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(path, embedder="none", background_jobs=False) as m:
         with m.service.store.dialect.merger.lock:
             for start in range(0, 35, 5):
                 m.upsert("ns", _batch(start, 5))
@@ -82,7 +82,7 @@ def test_a_write_merges_a_tail_twice_due_itself(tmp_path: Path, bound: int) -> N
         assert scalar(path, f"SELECT count(*) FROM {lexical.TAIL}") == 0
         assert _ranked(m) == held
     assert seen == [5, 10, 15, 0, 5, 10, 15]
-    with memstrata.open(str(tmp_path / "fresh.db"), embedder="none",
+    with erstwhile.open(str(tmp_path / "fresh.db"), embedder="none",
                         background_jobs=False) as fresh:  # fmt: skip
         fresh.upsert("ns", _batch(0, 35))
         assert _ranked(fresh) == held  # as one postings table would rank
@@ -94,7 +94,7 @@ def test_writers_in_threads_and_the_merges_beside_them_rank_as_one_table(
     """Four threads writing (new records and rewrites of the same ids) while merges
     come and go beside them: the same rankings as a store written in one go."""
     path = str(tmp_path / "m.db")
-    with memstrata.open(path, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(path, embedder="none", background_jobs=False) as m:
 
         def write(part: int) -> None:
             for start in range(part * 40, part * 40 + 40, 4):
@@ -110,7 +110,7 @@ def test_writers_in_threads_and_the_merges_beside_them_rank_as_one_table(
         found = _ranked(m)
         report = m.service.store.integrity()
         assert all(f.ok for f in report), [f.problems for f in report]
-    with memstrata.open(str(tmp_path / "one.db"), embedder="none",
+    with erstwhile.open(str(tmp_path / "one.db"), embedder="none",
                         background_jobs=False) as one:  # fmt: skip
         one.upsert("ns", _batch(0, 160))
         one.upsert("ns", [{"id": f"r{s}", "content": "quiet water mill"} for s in range(0, 160, 4)])
@@ -119,7 +119,7 @@ def test_writers_in_threads_and_the_merges_beside_them_rank_as_one_table(
 
 def test_the_merge_thread_ends_with_the_store(tmp_path: Path, bound: int) -> None:
     before = _mergers()
-    m = memstrata.open(tmp_path / "m.db", embedder="none", background_jobs=False)
+    m = erstwhile.open(tmp_path / "m.db", embedder="none", background_jobs=False)
     m.upsert("ns", _batch(0, 3))
     assert _mergers() == before  # none until a merge is first due
     m.upsert("ns", _batch(3, bound))
@@ -131,7 +131,7 @@ def test_the_merge_thread_ends_with_the_store(tmp_path: Path, bound: int) -> Non
 
 def test_a_store_dropped_unclosed_ends_its_merge_thread(tmp_path: Path, bound: int) -> None:
     before = _mergers()
-    m = memstrata.open(tmp_path / "m.db", embedder="none", background_jobs=False)
+    m = erstwhile.open(tmp_path / "m.db", embedder="none", background_jobs=False)
     m.upsert("ns", _batch(0, bound))
     merges_settled(m)
     assert _mergers() == before + 1
@@ -145,7 +145,7 @@ class _Held:
     never asked), held where a subclass calls :meth:`hold` until the ``with`` block
     ends; what the writers do inside is what the merge must allow for."""
 
-    def __init__(self, m: memstrata.Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(self, m: erstwhile.Memory, monkeypatch: pytest.MonkeyPatch) -> None:
         self.reached, self.go = threading.Event(), threading.Event()
         self.failed: list[BaseException] = []
         dialect = m.service.store.dialect
@@ -179,7 +179,7 @@ class _Paused(_Held):
     """Held once the merge has made its postings (in its read transaction), before it
     claims and copies them."""
 
-    def __init__(self, m: memstrata.Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(self, m: erstwhile.Memory, monkeypatch: pytest.MonkeyPatch) -> None:
         super().__init__(m, monkeypatch)
         prepare = lexical._prepare
 
@@ -201,7 +201,7 @@ def test_writes_while_a_merge_makes_its_postings_stay_in_the_tail(
     made its postings (before it moves them): the move leaves the three in the tail,
     moves the rest, and the store ranks as one written in one go."""
     path = str(tmp_path / "m.db")
-    with memstrata.open(path, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(path, embedder="none", background_jobs=False) as m:
         paused = _Paused(m, monkeypatch)  # before the write that finds the tail due
         m.upsert("ns", _batch(0, bound))
         gone, rewritten = _rowid(path, "r5"), _rowid(path, "r2")
@@ -221,7 +221,7 @@ def test_writes_while_a_merge_makes_its_postings_stay_in_the_tail(
         m.service.store.db.write(partial(lexical.merge_tail, m.service.store.dialect))
         assert scalar(path, f"SELECT count(*) FROM {lexical.TAIL}") == 0
         assert _ranked(m) == found
-    with memstrata.open(str(tmp_path / "one.db"), embedder="none",
+    with erstwhile.open(str(tmp_path / "one.db"), embedder="none",
                         background_jobs=False) as one:  # fmt: skip
         final = [r for r in _batch(0, bound + 4) if r["id"] != "r5"]
         one.upsert("ns", [{**r, "content": "old road house"} if r["id"] == "r2" else r
@@ -235,7 +235,7 @@ def test_a_merge_gives_up_when_another_came_between(
     """A write that finds the tail twice due merges it while the merge beside it holds
     postings it made before: that merge then moves nothing (they would count twice)."""
     path = str(tmp_path / "m.db")
-    with memstrata.open(path, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(path, embedder="none", background_jobs=False) as m:
         paused = _Paused(m, monkeypatch)
         m.upsert("ns", _batch(0, bound))
         with paused:
@@ -246,7 +246,7 @@ def test_a_merge_gives_up_when_another_came_between(
         report = m.service.store.integrity()
         assert all(f.ok for f in report), [f.problems for f in report]
         found = _ranked(m)
-    with memstrata.open(str(tmp_path / "one.db"), embedder="none",
+    with erstwhile.open(str(tmp_path / "one.db"), embedder="none",
                         background_jobs=False) as one:  # fmt: skip
         one.upsert("ns", _batch(0, 2 * bound))
         assert _ranked(one) == found and any(found)
@@ -258,7 +258,7 @@ class _CopyHeld(_Held):
     by a crash of its process)."""
 
     def __init__(
-        self, m: memstrata.Memory, monkeypatch: pytest.MonkeyPatch, copies: int = 1,
+        self, m: erstwhile.Memory, monkeypatch: pytest.MonkeyPatch, copies: int = 1,
         *, fail: bool = False,
     ) -> None:  # fmt: skip
         super().__init__(m, monkeypatch)
@@ -285,7 +285,7 @@ def _copied(path: str) -> int:
                             " ON c.namespace = p.namespace AND c.seg = p.seg"))  # fmt: skip
 
 
-def _ok(m: memstrata.Memory) -> None:
+def _ok(m: erstwhile.Memory) -> None:
     report = m.service.store.integrity()
     assert all(f.ok for f in report), [f.problems for f in report]
 
@@ -299,7 +299,7 @@ def test_postings_a_merge_has_copied_are_in_no_search_until_it_lists_them(
     delete at once), records written meanwhile stay in the tail, and once listed the
     store ranks as one written in one go."""
     path = str(tmp_path / "m.db")
-    with memstrata.open(path, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(path, embedder="none", background_jobs=False) as m:
         held = _CopyHeld(m, monkeypatch)
         m.upsert("ns", _batch(0, bound))
         before = _ranked(m)
@@ -326,7 +326,7 @@ def test_postings_a_merge_has_copied_are_in_no_search_until_it_lists_them(
                           (record,)) == 0  # fmt: skip
         found = _ranked(m)
         _ok(m)
-    with memstrata.open(str(tmp_path / "one.db"), embedder="none",
+    with erstwhile.open(str(tmp_path / "one.db"), embedder="none",
                         background_jobs=False) as one:  # fmt: skip
         final = [r for r in _batch(0, bound + 3) if r["id"] != gone]
         one.upsert("ns", [{**r, "content": "old road house"} if r["id"] == rewritten else r
@@ -341,7 +341,7 @@ def test_a_merge_that_ends_between_its_copies_leaves_them_to_the_next_one(
     no search and no count, a hard delete still leaves none of a record's postings
     there, and the next merge that lists its own removes them with the claim."""
     path = str(tmp_path / "m.db")
-    with memstrata.open(path, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(path, embedder="none", background_jobs=False) as m:
         held = _CopyHeld(m, monkeypatch, fail=True)
         m.upsert("ns", _batch(0, bound))
         before = _ranked(m)
@@ -366,7 +366,7 @@ def test_a_merge_that_ends_between_its_copies_leaves_them_to_the_next_one(
         assert scalar(path, f"SELECT count(*) FROM {lexical.TAIL}") == 0
         found = _ranked(m)
         _ok(m)
-    with memstrata.open(str(tmp_path / "one.db"), embedder="none",
+    with erstwhile.open(str(tmp_path / "one.db"), embedder="none",
                         background_jobs=False) as one:  # fmt: skip
         one.upsert("ns", [r for r in _batch(0, bound + 2) if r["id"] != gone])
         assert _ranked(one) == found and any(found)
@@ -378,7 +378,7 @@ def test_a_merge_whose_segment_another_claimed_gives_up(
     """Two processes' merges of the same tail rows claim the same segment: the one
     that comes second copies nothing and leaves the tail whole."""
     path = str(tmp_path / "m.db")
-    with memstrata.open(path, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(path, embedder="none", background_jobs=False) as m:
         monkeypatch.setattr(m.service.store.dialect.lexical_tail, "merge", lambda: None)
         m.upsert("ns", _batch(0, bound))
         last = scalar(path, f"SELECT max(seq) FROM {lexical.TAIL}")

@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.support.raw import TABLES, dump_tables
 
-import memstrata
-from memstrata.domain.time import to_us
-from memstrata.store.sql import writes
+import erstwhile
+from erstwhile.domain.time import to_us
+from erstwhile.store.sql import writes
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 IDS = [f"r{i}" for i in range(5)]  # written first, valid from day 0 to 4
@@ -44,7 +44,7 @@ def _at(days: int) -> str:
     return (START + timedelta(days=days)).isoformat()
 
 
-def _apply(memory: memstrata.Memory, op: tuple[Any, ...]) -> str:
+def _apply(memory: erstwhile.Memory, op: tuple[Any, ...]) -> str:
     """What the operation did: "done", or the class of the error it was refused with."""
     try:
         if op[0] == "upsert":
@@ -60,7 +60,7 @@ def _apply(memory: memstrata.Memory, op: tuple[Any, ...]) -> str:
             memory.delete("ns", op[1])
         else:
             memory.verify("ns", op[1], "alice")
-    except memstrata.MemstrataError as error:
+    except erstwhile.ErstwhileError as error:
         return type(error).__name__
     return "done"
 
@@ -88,7 +88,7 @@ def test_rewriting_the_changed_columns_writes_what_rewriting_the_row_writes(
 ) -> None:
     n = next(_files)
     targets = [str(tmp_path / f"narrow{n}.db"), str(tmp_path / f"whole{n}.db")]
-    stores = [memstrata.open(t, embedder="hash", background_jobs=False) for t in targets]
+    stores = [erstwhile.open(t, embedder="hash", background_jobs=False) for t in targets]
     clock = itertools.count(to_us(START + timedelta(days=3000)), 1_000_000)
     first = ("upsert", [(rid, i, None, "a") for i, rid in enumerate(IDS)])
     try:

@@ -1,4 +1,4 @@
-"""A SQLite file memstrata creates has 8 KiB pages (``connection.PAGE_SIZE``: a record's
+"""A SQLite file erstwhile creates has 8 KiB pages (``connection.PAGE_SIZE``: a record's
 384-dimension vector fits five to a page, two to SQLite's default 4 KiB one); a file
 that exists keeps its own, and works the same."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-import memstrata
-from memstrata.store.sqlite.connection import PAGE_SIZE
+import erstwhile
+from erstwhile.store.sqlite.connection import PAGE_SIZE
 
 
 def _page_size(path: Path) -> int:
@@ -20,7 +20,7 @@ def _page_size(path: Path) -> int:
 
 
 def _used(path: Path) -> list[str]:
-    with memstrata.open(str(path), embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(str(path), embedder="hash", background_jobs=False) as m:
         m.upsert("n", [{"id": f"r{i}", "content": f"the mill by the river {i}"} for i in range(50)])
         return [hit.record.id for hit in m.search("n", "river 7", ranking="lexical").hits[:1]]
 

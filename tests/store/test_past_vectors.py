@@ -9,16 +9,16 @@ from pathlib import Path
 
 import numpy as np
 
-import memstrata
-from memstrata.domain.time import format_instant
+import erstwhile
+from erstwhile.domain.time import format_instant
 
 BASE = 1_704_067_200 * 1_000_000
 
 
 def test_the_copy_follows_another_handle_and_a_hard_delete(tmp_path: Path) -> None:
     path = str(tmp_path / "store.db")
-    reader = memstrata.open(path, embedder="hash", background_jobs=False)
-    writer = memstrata.open(path, embedder="hash", background_jobs=False)
+    reader = erstwhile.open(path, embedder="hash", background_jobs=False)
+    writer = erstwhile.open(path, embedder="hash", background_jobs=False)
     clock = [BASE]
     writer.service.clock = lambda: clock[0]
     past = reader.service.store.dialect._past  # type: ignore[attr-defined]

@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 from tests.support import pg
 from tests.support.raw import TABLES, backend_of, dump_tables
 
-import memstrata
-from memstrata.domain.records import Record
-from memstrata.domain.time import to_us
-from memstrata.store.sql import writes
+import erstwhile
+from erstwhile.domain.records import Record
+from erstwhile.domain.time import to_us
+from erstwhile.store.sql import writes
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 DIMENSIONS = 256  # the hash embedder's
@@ -41,7 +41,7 @@ class Pair:
         self.backend, self.request, self.where = backend, request, where
         self.clock = itertools.count(to_us(START + timedelta(days=3000)), 1_000_000)
         self.targets: list[str] = []
-        self.opened: list[memstrata.Memory] = []
+        self.opened: list[erstwhile.Memory] = []
         self.open()
 
     def open(self) -> None:
@@ -51,7 +51,7 @@ class Pair:
         else:
             server: pg.PgServer = self.request.getfixturevalue("postgres_server")
             self.targets = [server.new_target(), server.new_target()]
-        self.opened = [memstrata.open(t, embedder="hash", background_jobs=False)
+        self.opened = [erstwhile.open(t, embedder="hash", background_jobs=False)
                        for t in self.targets]  # fmt: skip
 
     def close(self) -> None:
@@ -157,11 +157,11 @@ def _batch(given: list[dict[str, Any]], vectors: str, as_records: bool, backend:
     return out
 
 
-def _write(m: memstrata.Memory, namespace: str, batch: list[Any]) -> Any:
+def _write(m: erstwhile.Memory, namespace: str, batch: list[Any]) -> Any:
     try:
         result = m.upsert(namespace, batch)
         return (result.ids, result.versions, result.warnings)
-    except memstrata.MemstrataError as error:
+    except erstwhile.ErstwhileError as error:
         return (type(error), error.message)
 
 
@@ -220,7 +220,7 @@ def _compare(pair: Pair, batches: list[tuple[list[dict[str, Any]], str, bool]]) 
         for m in pair.opened:
             try:
                 found.append(m.history(namespace, record_id, versions=True))
-            except memstrata.MemstrataError as error:
+            except erstwhile.ErstwhileError as error:
                 found.append(type(error))
         assert found[0] == found[1]
 
@@ -245,7 +245,7 @@ def test_a_batch_of_new_plain_records_takes_the_straight_path(
 
     monkeypatch.setattr(writes.Writes, "_create", counted_create)
     monkeypatch.setattr(writes.Writes, "_upsert_one", counted_general)
-    with memstrata.open(tmp_path / "m.db", embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(tmp_path / "m.db", embedder="hash", background_jobs=False) as m:
         vector = [1.0] * DIMENSIONS
         m.upsert("ns", [
             {"id": "a", "content": "x", "metadata": {"room": "r"}, "vector": vector,
@@ -273,10 +273,10 @@ def test_a_refused_record_is_named_as_by_the_general_path(
 ) -> None:
     """The straight path leaves what the revision refuses to it, which names the record
     and writes nothing of the batch."""
-    with memstrata.open(tmp_path / "m.db", embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(tmp_path / "m.db", embedder="hash", background_jobs=False) as m:
         m.service.clock = lambda: to_us(START)
-        with pytest.raises(memstrata.MemstrataError) as error:
+        with pytest.raises(erstwhile.ErstwhileError) as error:
             m.upsert("ns", [{"id": "a", "content": "x"}, bad])
         assert message in error.value.message
-        with pytest.raises(memstrata.NotFound):
+        with pytest.raises(erstwhile.NotFound):
             m.get("ns", "a")

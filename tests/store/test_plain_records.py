@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import memstrata
-from memstrata.domain.errors import InvalidInput
-from memstrata.domain.records import RecordInput, plain_record, updated
-from memstrata.domain.validation import parse_model
-from memstrata.store.sql import rows
+import erstwhile
+from erstwhile.domain.errors import InvalidInput
+from erstwhile.domain.records import RecordInput, plain_record, updated
+from erstwhile.domain.validation import parse_model
+from erstwhile.store.sql import rows
 
 # a few awkward characters of each kind: spaces, unprintables, capitals, accents
 _TEXT = st.text(alphabet=" \t\n\x00aZé_-.:1", max_size=6)
@@ -115,7 +115,7 @@ def test_a_batch_with_vectors_names_the_bad_field(
 ) -> None:
     """The vector batch path (plain records, vectors checked together) refuses a bad
     record with the field named and writes nothing of the batch."""
-    with memstrata.open(tmp_path / "m.db", embedder="hash", background_jobs=False) as memory:
+    with erstwhile.open(tmp_path / "m.db", embedder="hash", background_jobs=False) as memory:
         dims = 256
         good = [{"id": f"r{i}", "content": "x", "vector": [1.0] * dims} for i in range(3)]
         bad = {**record}

@@ -1,7 +1,7 @@
 """PostgreSQL's change tracking (migration m009): each row of ``records`` and
 ``vectors`` carries the transaction that last wrote it, and a hard delete leaves the
 keys of its rows in a drop log, so a process can learn what changed since a snapshot
-(the scope copy, :mod:`memstrata.store.postgres.scope_copy`, relies on it)."""
+(the scope copy, :mod:`erstwhile.store.postgres.scope_copy`, relies on it)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import psycopg
 import pytest
 from tests.support.pg import PgServer
 
-import memstrata
-from memstrata.embedding import HashEmbedder
+import erstwhile
+from erstwhile.embedding import HashEmbedder
 
 
 @pytest.fixture
@@ -30,7 +30,7 @@ def rows(target: str, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
 
 
 def test_writes_stamp_their_transaction_and_hard_deletes_are_logged(pg_target: str) -> None:
-    with memstrata.open(pg_target, embedder=HashEmbedder(dimensions=8),
+    with erstwhile.open(pg_target, embedder=HashEmbedder(dimensions=8),
                         background_jobs=False) as m:  # fmt: skip
         m.upsert("ns", [{"id": f"r{i}", "content": f"text {i}"} for i in range(5)])
         m.upsert("other", [{"id": "o", "content": "elsewhere"}])
@@ -66,7 +66,7 @@ def test_writes_stamp_their_transaction_and_hard_deletes_are_logged(pg_target: s
 
 
 def test_old_drops_are_pruned_and_the_horizon_says_so(pg_target: str) -> None:
-    with memstrata.open(pg_target, embedder=HashEmbedder(dimensions=8),
+    with erstwhile.open(pg_target, embedder=HashEmbedder(dimensions=8),
                         background_jobs=False) as m:  # fmt: skip
         m.upsert("ns", [{"id": f"r{i}", "content": f"text {i}"} for i in range(4)])
         m.upsert("b", [{"id": f"b{i}", "content": f"text {i}"} for i in range(2)])
@@ -88,7 +88,7 @@ def test_old_drops_are_pruned_and_the_horizon_says_so(pg_target: str) -> None:
 def test_rows_written_before_the_migration_have_no_xid(pg_target: str) -> None:
     """The column is added without a rewrite: old rows read NULL (older than any
     snapshot), new rows and updated ones carry their transaction."""
-    with memstrata.open(pg_target, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(pg_target, embedder="none", background_jobs=False) as m:
         m.upsert("ns", [{"id": "a", "content": "one"}])
     with psycopg.connect(pg_target, autocommit=True) as conn:
         conn.execute("ALTER TABLE records DISABLE TRIGGER records_stamp_xid")

@@ -20,8 +20,8 @@ import psycopg
 import pytest
 from tests.support.pg import PgServer
 
-import memstrata
-from memstrata.embedding import HashEmbedder
+import erstwhile
+from erstwhile.embedding import HashEmbedder
 
 #: Tables that hold no namespace's data, and what they become on Citus.
 NOT_DISTRIBUTED = {
@@ -52,7 +52,7 @@ def catalog(target: str, sql: str) -> list[tuple[Any, ...]]:
 
 
 def test_every_key_of_a_namespace_table_includes_the_namespace(pg_target: str) -> None:
-    memstrata.open(pg_target, embedder="none").close()  # the schema, every migration run
+    erstwhile.open(pg_target, embedder="none").close()  # the schema, every migration run
     tables = {
         row[0]: set(row[1])
         for row in catalog(pg_target, """
@@ -132,7 +132,7 @@ def test_every_statement_names_its_namespace(
     monkeypatch.setattr(psycopg.Cursor, "execute", recording_execute)
     monkeypatch.setattr(psycopg.Cursor, "executemany", recording_executemany)
     monkeypatch.setattr(psycopg.Cursor, "copy", recording_copy)
-    with memstrata.open(pg_target, embedder=HashEmbedder(dimensions=16),
+    with erstwhile.open(pg_target, embedder=HashEmbedder(dimensions=16),
                         background_jobs=False, extractor="heuristic") as m:  # fmt: skip
         sent.clear()  # the migrations ran on their own connection; from here on: the store
         m.upsert("ns", [{"id": f"r{i}", "content": f"Alice met Bob in Paris {i}",
@@ -174,7 +174,7 @@ def test_the_distribution_ddl_in_the_docs_covers_every_table(pg_target: str) -> 
     """docs/postgres.md's Citus statements name every table of the schema once, each
     as the catalog says it should be placed: a table left out would stay local to the
     coordinator, and every search of it would leave the shard."""
-    memstrata.open(pg_target, embedder="none").close()
+    erstwhile.open(pg_target, embedder="none").close()
     tables = {row[0] for row in catalog(pg_target, """
         SELECT c.relname FROM pg_class c
         WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p')

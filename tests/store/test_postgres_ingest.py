@@ -13,8 +13,8 @@ import psycopg
 import pytest
 from tests.support import pg
 
-import memstrata
-from memstrata.store.postgres.dialect import FreshStatistics, packed
+import erstwhile
+from erstwhile.store.postgres.dialect import FreshStatistics, packed
 
 
 @pytest.fixture
@@ -41,7 +41,7 @@ def test_the_first_statistics_cover_what_plans_read(
     """records' tested columns and the scope tables get statistics; the free text of
     records and the documents (read by key only) are left to autovacuum."""
     monkeypatch.setattr(FreshStatistics, "FIRST", 10)
-    with memstrata.open(target, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(target, embedder="none", background_jobs=False) as m:
         m.upsert("ns", [{**r, "metadata": {"room": "a"}, "tags": ["t"]} for r in _records(0, 10)])
     with psycopg.connect(target) as conn:
         rows = conn.execute(
@@ -62,7 +62,7 @@ def test_a_write_does_not_wait_for_the_statistics_it_made_due(
 ) -> None:
     monkeypatch.setattr(FreshStatistics, "FIRST", 10)
     monkeypatch.setattr(FreshStatistics, "BACKGROUND_FROM", 20)
-    m = memstrata.open(target, embedder="none", background_jobs=False)
+    m = erstwhile.open(target, embedder="none", background_jobs=False)
     blocker = psycopg.connect(target)
     try:
         m.upsert("ns", _records(0, 10))  # the first statistics: gathered before it returns
@@ -87,7 +87,7 @@ def test_packed_vectors_are_pgvectors_binary_form_and_read_back_exactly(target: 
     rng = np.random.default_rng(3)
     rows = rng.standard_normal((3, 256)).astype(np.float32)
     rows /= np.linalg.norm(rows, axis=1, keepdims=True)
-    m = memstrata.open(target, embedder="hash", background_jobs=False)
+    m = erstwhile.open(target, embedder="hash", background_jobs=False)
     try:
         m.upsert("ns", [{"id": f"v{i}", "content": f"v {i}", "vector": row.tolist()}
                         for i, row in enumerate(rows)])  # fmt: skip
@@ -114,7 +114,7 @@ def _rows_of(url: str, rowid: int) -> dict[str, int]:
 
 
 def test_a_hard_delete_takes_the_rows_no_foreign_key_cascades_from(target: str) -> None:
-    m = memstrata.open(target, embedder="hash", background_jobs=False)
+    m = erstwhile.open(target, embedder="hash", background_jobs=False)
     try:
         m.upsert("ns", [{"id": i, "content": f"note {i}", "tags": ["t"], "metadata": {"a": i}}
                         for i in ("gone", "kept")])  # fmt: skip

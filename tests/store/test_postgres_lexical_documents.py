@@ -12,7 +12,7 @@ import pytest
 from tests.support import pg
 from tests.support.raw import dump_tables, full_text_matches
 
-import memstrata
+import erstwhile
 
 QUERIES = ["river", "stone mill", "quiet water", "old house tree", "lantern", "harbour"]
 #: The m010 schema: the postings' index by record, no documents.
@@ -30,7 +30,7 @@ def target(postgres_server: pg.PgServer) -> Iterator[str]:
     postgres_server.drop_target(url)
 
 
-def _write(m: memstrata.Memory, ns: str) -> None:
+def _write(m: erstwhile.Memory, ns: str) -> None:
     words = ["river", "stone", "mill", "quiet", "water", "old", "house", "tree", "road"]
     m.upsert(ns, [{"id": f"r{i}", "content": " ".join(words[i % 6 : i % 6 + 3] * (1 + i % 2))}
                   for i in range(12)])  # fmt: skip
@@ -38,18 +38,18 @@ def _write(m: memstrata.Memory, ns: str) -> None:
     m.upsert(ns, [{"id": f"n{i}", "content": f"{words[i % 9]} lantern {i}"} for i in range(80)])
 
 
-def _ranked(m: memstrata.Memory, ns: str) -> list[list[tuple[str, float]]]:
+def _ranked(m: erstwhile.Memory, ns: str) -> list[list[tuple[str, float]]]:
     return [[(h.record.id, h.score) for h in m.search(ns, q, ranking="lexical").hits]
             for q in QUERIES]  # fmt: skip
 
 
-def _clean(m: memstrata.Memory) -> None:
+def _clean(m: erstwhile.Memory) -> None:
     report = m.service.store.integrity()
     assert all(f.ok for f in report), [f.problems for f in report]
 
 
 def test_an_older_store_gains_the_documents_of_its_postings(target: str) -> None:
-    with memstrata.open(target, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(target, embedder="none", background_jobs=False) as m:
         for ns in ("a", "b"):
             _write(m, ns)
         ranked = {ns: _ranked(m, ns) for ns in ("a", "b")}
@@ -58,7 +58,7 @@ def test_an_older_store_gains_the_documents_of_its_postings(target: str) -> None
     with psycopg.connect(target) as conn:
         for statement in _BEFORE:
             conn.execute(statement.encode())
-    with memstrata.open(target, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(target, embedder="none", background_jobs=False) as m:
         assert dump_tables(target, ["lexical_docs"]) == documents
         assert {ns: _ranked(m, ns) for ns in ("a", "b")} == ranked
         _clean(m)
@@ -73,7 +73,7 @@ def test_an_older_store_gains_the_documents_of_its_postings(target: str) -> None
 def test_rewrites_and_hard_deletes_find_the_postings_by_the_document(
     target: str, tmp_path: object
 ) -> None:
-    with memstrata.open(target, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(target, embedder="none", background_jobs=False) as m:
         _write(m, "a")
         _write(m, "b")
         old = m.get("a", "r0").updated_at
@@ -86,7 +86,7 @@ def test_rewrites_and_hard_deletes_find_the_postings_by_the_document(
         assert m.search("a", "harbour", ranking="lexical").ids()[:2] == ["r2", "r0"]
         assert "r0" in m.search("a", "river", ranking="lexical", known_at=old).ids()
         # ranked as the same writes rank on SQLite (a real file)
-        with memstrata.open(f"{tmp_path}/same.db", embedder="none",
+        with erstwhile.open(f"{tmp_path}/same.db", embedder="none",
                             background_jobs=False) as other:  # fmt: skip
             _write(other, "a")
             other.upsert("a", [{"id": "r0", "content": "a lantern by the harbour"},

@@ -1,5 +1,5 @@
 """PostgreSQL's per-process copy of a namespace's scope and vectors
-(:mod:`memstrata.store.postgres.scope_copy`) answers exactly what the SQL lane
+(:mod:`erstwhile.store.postgres.scope_copy`) answers exactly what the SQL lane
 answers, whatever another connection or process wrote, superseded, invalidated,
 tombstoned or hard-deleted in between — and sees a transaction that was in flight
 when it refreshed once that transaction commits."""
@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from tests.support.pg import PgServer
 
-import memstrata
-from memstrata.embedding import HashEmbedder
-from memstrata.store.postgres.dialect import PostgresDialect
-from memstrata.store.postgres.scope_copy import ScopeCopies
-from memstrata.store.sql.store import SqlStore
+import erstwhile
+from erstwhile.embedding import HashEmbedder
+from erstwhile.store.postgres.dialect import PostgresDialect
+from erstwhile.store.postgres.scope_copy import ScopeCopies
+from erstwhile.store.sql.store import SqlStore
 
 DIMENSIONS = 16
 
@@ -32,18 +32,18 @@ def pg_target(postgres_server: PgServer) -> Iterator[str]:
     postgres_server.drop_target(target)
 
 
-def open_store(target: str) -> memstrata.Memory:
-    return memstrata.open(target, embedder=HashEmbedder(dimensions=DIMENSIONS),
+def open_store(target: str) -> erstwhile.Memory:
+    return erstwhile.open(target, embedder=HashEmbedder(dimensions=DIMENSIONS),
                           background_jobs=False)  # fmt: skip
 
 
-def copies_of(m: memstrata.Memory) -> ScopeCopies:
+def copies_of(m: erstwhile.Memory) -> ScopeCopies:
     store = m.service.store
     assert isinstance(store, SqlStore) and isinstance(store.dialect, PostgresDialect)
     return store.dialect.copies
 
 
-Handles = tuple[memstrata.Memory, memstrata.Memory, memstrata.Memory]
+Handles = tuple[erstwhile.Memory, erstwhile.Memory, erstwhile.Memory]
 
 
 @pytest.fixture
@@ -69,7 +69,7 @@ SEARCHES: list[dict[str, Any]] = [
 ]  # fmt: skip
 
 
-def same(warm: memstrata.Memory, sql: memstrata.Memory, namespace: str = "ns") -> None:
+def same(warm: erstwhile.Memory, sql: erstwhile.Memory, namespace: str = "ns") -> None:
     for search in SEARCHES:
         options = dict(search)
         query = options.pop("query")
@@ -146,7 +146,7 @@ def test_the_copy_answers_what_sql_answers_after_every_kind_of_write(
             elif kind == "vector":
                 rng = np.random.default_rng(pick)
                 who.set_embedding(namespace, target, rng.standard_normal(DIMENSIONS).tolist())
-        except memstrata.MemstrataError:
+        except erstwhile.ErstwhileError:
             pass  # refused (a conflict, a time out of order): nothing changed
         check()
 

@@ -21,21 +21,21 @@ from hypothesis import HealthCheck, given, settings
 from tests.support.pg import PgServer
 from tests.support.raw import dump_tables
 
-import memstrata
-from memstrata.domain.search import SearchRequest
-from memstrata.domain.time import now_us
-from memstrata.domain.validation import parse_model
-from memstrata.embedding import HashEmbedder
-from memstrata.memory import resolve_target
-from memstrata.store import StorageOptions
-from memstrata.store.postgres import dialect as dialect_module
-from memstrata.store.postgres import vectors
-from memstrata.store.postgres.connection import Connection, with_schema
-from memstrata.store.postgres.dialect import PostgresDialect
-from memstrata.store.postgres.migrations import MIGRATIONS, pending
-from memstrata.store.sql.rows import prefixed
-from memstrata.store.sql.scope import scope_clause, scope_rowids
-from memstrata.store.sql.store import SqlStore
+import erstwhile
+from erstwhile.domain.search import SearchRequest
+from erstwhile.domain.time import now_us
+from erstwhile.domain.validation import parse_model
+from erstwhile.embedding import HashEmbedder
+from erstwhile.memory import resolve_target
+from erstwhile.store import StorageOptions
+from erstwhile.store.postgres import dialect as dialect_module
+from erstwhile.store.postgres import vectors
+from erstwhile.store.postgres.connection import Connection, with_schema
+from erstwhile.store.postgres.dialect import PostgresDialect
+from erstwhile.store.postgres.migrations import MIGRATIONS, pending
+from erstwhile.store.sql.rows import prefixed
+from erstwhile.store.sql.scope import scope_clause, scope_rowids
+from erstwhile.store.sql.store import SqlStore
 
 
 @pytest.fixture
@@ -48,7 +48,7 @@ def pg_target(postgres_server: PgServer) -> Iterator[str]:
 def test_hnsw_lane_fills_top_k_from_the_scope_and_agrees_with_exact(pg_target: str) -> None:
     """Forced onto the index (exact_limit 0), a filtered search still returns top_k
     in-scope hits — the scope is applied during the index scan, not after it."""
-    with memstrata.open(pg_target, embedder=HashEmbedder(dimensions=64),
+    with erstwhile.open(pg_target, embedder=HashEmbedder(dimensions=64),
                         background_jobs=False) as m:  # fmt: skip
         query = "solar panel battery storage"
         near = [{"content": f"{query} {i}", "metadata": {"room": "a"}} for i in range(40)]
@@ -91,7 +91,7 @@ def has_index(target: str, name: str) -> bool:
 def test_the_index_scan_itself_goes_on_until_top_k_rows_pass_the_filter(pg_target: str) -> None:
     """No fallback involved: the HNSW scan alone returns top_k in-scope rows although
     the 300 nearest records (more than ef_search) are all out of scope."""
-    with memstrata.open(pg_target, embedder=HashEmbedder(dimensions=32),
+    with erstwhile.open(pg_target, embedder=HashEmbedder(dimensions=32),
                         background_jobs=False) as m:  # fmt: skip
         query = "wind turbine blade"
         m.upsert("ns", [{"content": f"{query} {i}", "metadata": {"room": "a"}} for i in range(300)])
@@ -121,8 +121,8 @@ def test_the_index_scan_itself_goes_on_until_top_k_rows_pass_the_filter(pg_targe
 
 
 def test_schema_is_created_once_and_versioned(pg_target: str) -> None:
-    memstrata.open(pg_target, embedder="none").close()
-    with memstrata.open(pg_target, embedder="none") as m:  # a second open migrates nothing
+    erstwhile.open(pg_target, embedder="none").close()
+    with erstwhile.open(pg_target, embedder="none") as m:  # a second open migrates nothing
         m.add("ns", "still here")
     with psycopg.connect(pg_target) as conn:
         rows = conn.execute("SELECT version, name FROM schema_migrations ORDER BY version")
@@ -132,10 +132,10 @@ def test_schema_is_created_once_and_versioned(pg_target: str) -> None:
 def test_postgres_urls_select_the_postgres_backend(pg_target: str) -> None:
     assert resolve_target("postgresql://u@h/db") == "postgresql://u@h/db"
     assert resolve_target("postgres://u@h/db") == "postgres://u@h/db"
-    with pytest.raises(memstrata.InvalidInput) as error:
+    with pytest.raises(erstwhile.InvalidInput) as error:
         resolve_target("mysql://u@h/db")
     assert "postgresql://" in error.value.message
-    with memstrata.open(pg_target, embedder="none") as m:
+    with erstwhile.open(pg_target, embedder="none") as m:
         assert m.service.store.backend == "postgres"
 
 
@@ -143,7 +143,7 @@ def test_scope_rows_gain_validity_when_an_older_schema_migrates(pg_target: str) 
     """m003 fills the validity of existing tag and metadata rows from their records:
     written here under the current schema, taken back to the schema before m003, and
     opened again."""
-    with memstrata.open(pg_target, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(pg_target, embedder="hash", background_jobs=False) as m:
         m.upsert("ns", [
             {"id": "open", "content": "quiet river", "tags": ["t"], "metadata": {"room": "a"}},
             {"id": "ended", "content": "quiet river", "tags": ["t"], "metadata": {"room": "a"},
@@ -157,7 +157,7 @@ def test_scope_rows_gain_validity_when_an_older_schema_migrates(pg_target: str) 
                 " DROP COLUMN deleted_at"
             )
         conn.execute("DELETE FROM schema_migrations WHERE name = 'm003_scope_rows_carry_validity'")
-    with memstrata.open(pg_target, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(pg_target, embedder="hash", background_jobs=False) as m:
         for ranking in ("lexical", "semantic"):
             assert m.search("ns", "river", tags=["t"], ranking=ranking).ids() == ["open"]
             historical = m.search("ns", "river", filter={"room": "a"}, ranking=ranking,
@@ -188,11 +188,11 @@ def test_scope_indexes_become_covering_when_an_older_schema_migrates(pg_target: 
         {"predicates": [{"key": "priority", "op": "GTE", "values": ["3"]}], "tags": ["t0"]},
     ]  # fmt: skip
 
-    def answers(m: memstrata.Memory) -> list[list[str]]:
+    def answers(m: erstwhile.Memory) -> list[list[str]]:
         return [m.search("ns", "river", ranking=ranking, top_k=50, **search).ids()
                 for search in searches for ranking in ("lexical", "semantic")]  # fmt: skip
 
-    with memstrata.open(pg_target, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(pg_target, embedder="hash", background_jobs=False) as m:
         m.upsert("ns", batch)
         m.invalidate("ns", "r05")
         m.delete("ns", "r06")
@@ -205,7 +205,7 @@ def test_scope_indexes_become_covering_when_an_older_schema_migrates(pg_target: 
             "CREATE INDEX record_meta_value ON record_meta (namespace, key, md5(value), record)"
         )
         conn.execute("DELETE FROM schema_migrations WHERE name = 'm008_covering_scope_indexes'")
-    with memstrata.open(pg_target, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(pg_target, embedder="hash", background_jobs=False) as m:
         assert answers(m) == expected
         m.upsert("ns", [{"id": "late", "content": "quiet river late", "tags": ["t1"],
                          "metadata": {"room": "room-2"}}])  # fmt: skip
@@ -247,14 +247,14 @@ def test_a_store_in_public_does_not_pass_for_a_schema_of_its_own(
         conn.execute(f'CREATE DATABASE "{database}"'.encode())
     try:
         url = urlunsplit(urlsplit(postgres_server.url)._replace(path=f"/{database}"))
-        with memstrata.open(url, embedder="hash", background_jobs=False) as public:
+        with erstwhile.open(url, embedder="hash", background_jobs=False) as public:
             public.add("ns", "kept in public", key="k")
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute('CREATE SCHEMA "own"')
-        with memstrata.open(with_schema(url, "own"), embedder="hash", background_jobs=False) as m:
+        with erstwhile.open(with_schema(url, "own"), embedder="hash", background_jobs=False) as m:
             assert m.search("ns", "kept", include_historical=True).hits == []
             m.add("ns", "kept in its own schema", key="k")  # the key is free here
-        with memstrata.open(url, embedder="hash", background_jobs=False) as public:
+        with erstwhile.open(url, embedder="hash", background_jobs=False) as public:
             assert public.search("ns", "kept").ids() == [
                 public.search("ns", "public").hits[0].record.id
             ]
@@ -265,25 +265,25 @@ def test_a_store_in_public_does_not_pass_for_a_schema_of_its_own(
 
 def test_a_migrated_schema_has_nothing_pending(pg_target: str) -> None:
     """Once migrated, opening again finds nothing to do without taking the lock."""
-    memstrata.open(pg_target, embedder="none").close()
+    erstwhile.open(pg_target, embedder="none").close()
     with psycopg.connect(pg_target) as conn:
         assert not pending(Connection(conn))
 
 
 def test_pool_size_and_statement_timeout_are_the_store_options(pg_target: str) -> None:
     options = StorageOptions(pool_size=2, pool_timeout=0.5, statement_timeout=0.2)
-    with memstrata.open(pg_target, embedder="none", storage=options) as m:
+    with erstwhile.open(pg_target, embedder="none", storage=options) as m:
         store = m.service.store
         assert isinstance(store, SqlStore) and isinstance(store.dialect, PostgresDialect)
         db = store.dialect.db
         assert db.pool.max_size == 2
         with db.read() as conn:
             conn.execute("SELECT pg_sleep(0.05)")  # within the limit
-        with pytest.raises(memstrata.StorageUnavailable) as cancelled, db.read() as conn:
+        with pytest.raises(erstwhile.StorageUnavailable) as cancelled, db.read() as conn:
             conn.execute("SELECT pg_sleep(5)")
         assert "storage.statement_timeout" in cancelled.value.message
         # both connections taken: a third waits, then gives up
-        with db.read(), db.read(), pytest.raises(memstrata.StorageUnavailable), db.read():
+        with db.read(), db.read(), pytest.raises(erstwhile.StorageUnavailable), db.read():
             pass
         m.add("ns", "the store still works")  # nothing was left broken
         assert m.search("ns", "works").ids()
@@ -303,7 +303,7 @@ def test_a_large_batch_goes_by_copy_and_a_refused_row_changes_nothing(
         return copy(self, statement, *args, **kw)
 
     monkeypatch.setattr(psycopg.Cursor, "copy", recording_copy)
-    with memstrata.open(pg_target, embedder=HashEmbedder(dimensions=16),
+    with erstwhile.open(pg_target, embedder=HashEmbedder(dimensions=16),
                         background_jobs=False) as m:  # fmt: skip
         m.upsert("ns", [{"id": "seed", "content": "small batches stay pipelined"}])
         assert copied == []
@@ -349,7 +349,7 @@ def test_every_branch_of_the_vector_lane_gives_the_exact_answer(
     """A scope read whole or counted, ranked exactly or by the index (with the rowids
     as its filter, or the scope's own clauses): the same top 10 as a brute force."""
     monkeypatch.setattr(dialect_module, "SCOPE_ROWS", scope_rows)
-    with memstrata.open(pg_target, embedder=HashEmbedder(dimensions=32),
+    with erstwhile.open(pg_target, embedder=HashEmbedder(dimensions=32),
                         background_jobs=False) as m:  # fmt: skip
         m.upsert("ns", [{"id": f"r{i:02d}", "content": f"garden {i % 7} tools {i % 5}",
                          "metadata": {"room": "ab"[i % 2]}} for i in range(60)])  # fmt: skip
@@ -388,7 +388,7 @@ _lanes = itertools.count()
     warm=st.booleans(),
 )  # fmt: skip
 def test_every_branch_of_the_vector_lane_agrees_with_a_brute_force(
-    indexed_store: memstrata.Memory, palette: int, picks: list[tuple[int, bool]],
+    indexed_store: erstwhile.Memory, palette: int, picks: list[tuple[int, bool]],
     hidden: set[int], limits: tuple[int, int], top_k: int, seed: int, warm: bool,
 ) -> None:  # fmt: skip
     """Random scopes (some records repeating another's vector: ties), every pair of
@@ -436,9 +436,9 @@ def test_every_branch_of_the_vector_lane_agrees_with_a_brute_force(
 
 
 @pytest.fixture
-def indexed_store(pg_target: str) -> Iterator[memstrata.Memory]:
+def indexed_store(pg_target: str) -> Iterator[erstwhile.Memory]:
     """A PostgreSQL store whose 16-dimension HNSW index exists from the start."""
-    with memstrata.open(pg_target, embedder=HashEmbedder(dimensions=16),
+    with erstwhile.open(pg_target, embedder=HashEmbedder(dimensions=16),
                         background_jobs=False) as m:  # fmt: skip
         store = m.service.store
         assert isinstance(store, SqlStore)
@@ -449,7 +449,7 @@ def indexed_store(pg_target: str) -> Iterator[memstrata.Memory]:
 def test_a_scope_ranked_exactly_costs_one_round_trip(pg_target: str, tmp_path: Any) -> None:
     """The common search (a scope within exact_limit) is one statement, which is its
     own snapshot: no BEGIN, no SET TRANSACTION, no COMMIT (libpq's trace of the wire)."""
-    with memstrata.open(pg_target, embedder=HashEmbedder(dimensions=16),
+    with erstwhile.open(pg_target, embedder=HashEmbedder(dimensions=16),
                         background_jobs=False) as m:  # fmt: skip
         m.upsert("ns", [{"content": f"note {i}", "metadata": {"room": "ab"[i % 2]}}
                         for i in range(30)])  # fmt: skip
@@ -484,15 +484,15 @@ def test_a_nul_character_is_refused_with_a_clear_error_and_writes_nothing(
 ) -> None:
     """PostgreSQL's text cannot hold U+0000: the write is refused as invalid input (not
     a driver error), says what to remove, and leaves nothing of its batch behind."""
-    with memstrata.open(pg_target, embedder=HashEmbedder(dimensions=16),
+    with erstwhile.open(pg_target, embedder=HashEmbedder(dimensions=16),
                         background_jobs=False) as m:  # fmt: skip
         m.upsert("ns", [{"id": "kept", "content": "apple"}])
-        with pytest.raises(memstrata.InvalidInput, match="NUL character"):
+        with pytest.raises(erstwhile.InvalidInput, match="NUL character"):
             m.upsert("ns", [{"id": "fine", "content": "a good one"}, {"id": "bad", **bad}])
         assert [h.record.id for h in m.search("ns", "apple good", ranking="lexical").hits] == [
             "kept"
         ]
         for gone in ("fine", "bad"):
-            with pytest.raises(memstrata.NotFound):
+            with pytest.raises(erstwhile.NotFound):
                 m.get("ns", gone)
         assert [c.id for c in m.changes("ns", "2000-01-01T00:00:00Z").changes] == ["kept"]

@@ -2,7 +2,7 @@
 ``PostgresDialect.add_term_counts``, pages half free since m012) stay each term's
 number of current records through creations, content rewrites and hard deletes, in
 batches small (pipelined) and large (COPY), against counts made from the records'
-contents; and the binary array parameters (:mod:`memstrata.store.postgres.arrays`)
+contents; and the binary array parameters (:mod:`erstwhile.store.postgres.arrays`)
 reach the server as the lists they were made of (a real PostgreSQL)."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.support import pg
 
-import memstrata
-from memstrata.domain.words import DEFAULT_LANGUAGE, term_counts
-from memstrata.store.postgres import arrays
+import erstwhile
+from erstwhile.domain.words import DEFAULT_LANGUAGE, term_counts
+from erstwhile.store.postgres import arrays
 
 _NAMESPACES = count()
 WORDS = ["river", "stone", "mill", "quiet", "water", "old", "house", "tree", "road", "lamp"]
@@ -56,7 +56,7 @@ def test_term_counts_are_the_current_records_with_each_term(
 ) -> None:
     namespace = f"n{next(_NAMESPACES)}"  # each example a namespace of its own
     current: dict[str, str] = {}
-    with memstrata.open(target, embedder="none", background_jobs=False) as m:
+    with erstwhile.open(target, embedder="none", background_jobs=False) as m:
         for batch in batches:
             writes = [{"id": f"r{n}", "content": " ".join(words) or "lamp"}
                       for n, words in batch if words is not None]  # fmt: skip
@@ -76,7 +76,7 @@ def test_term_counts_are_the_current_records_with_each_term(
 
 
 def test_term_counts_keep_half_of_each_page_free(target: str) -> None:
-    with memstrata.open(target, embedder="none", background_jobs=False):
+    with erstwhile.open(target, embedder="none", background_jobs=False):
         pass
     with psycopg.connect(target) as conn:
         (options,) = conn.execute(

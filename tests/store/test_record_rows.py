@@ -10,10 +10,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import memstrata
-from memstrata.domain.records import Origin, Record
-from memstrata.domain.time import from_us
-from memstrata.store.sql.rows import record_from_row
+import erstwhile
+from erstwhile.domain.records import Origin, Record
+from erstwhile.domain.time import from_us
+from erstwhile.store.sql.rows import record_from_row
 
 _TEXT = st.text(max_size=12)
 _US = st.integers(-(2**40), 2**52)
@@ -73,7 +73,7 @@ def test_a_row_builds_the_record_model_construct_builds(
     assert other.__dict__ == expected.__dict__
 
 
-def test_every_field_written_comes_back_from_search_and_get(memory: memstrata.Memory) -> None:
+def test_every_field_written_comes_back_from_search_and_get(memory: erstwhile.Memory) -> None:
     written = [
         {
             "id": "full",

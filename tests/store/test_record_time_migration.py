@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-import memstrata
-from memstrata import backups
-from memstrata.domain.time import format_instant, to_us
-from memstrata.store.sql import maintenance
+import erstwhile
+from erstwhile import backups
+from erstwhile.domain.time import format_instant, to_us
+from erstwhile.store.sql import maintenance
 
 NAMES = {"sqlite": "m008_record_time", "postgres": "m006_record_time"}
 DROPPED = {"sqlite": "m014_versions_from_the_past", "postgres": "m013_versions_from_the_past"}
@@ -25,7 +25,7 @@ VERSIONS = (
 )
 
 
-def _versions_table(m: memstrata.Memory, backend: str) -> Any:
+def _versions_table(m: erstwhile.Memory, backend: str) -> Any:
     """A write that recreates ``record_versions`` as an older release kept it: each
     version's JSON (without the payload, kept beside it), from the versions read now."""
     store = m.service.store
@@ -47,7 +47,7 @@ def _versions_table(m: memstrata.Memory, backend: str) -> Any:
 
 def test_the_past_is_filled_from_the_versions(backend: str, store_target: str) -> None:
     target = store_target
-    with memstrata.open(target, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(target, embedder="hash", background_jobs=False) as m:
         m.upsert("ns", [{"id": "a", "content": "apple pie", "tags": ["t"]}])
         first = m.get("ns", "a").updated_at
         m.upsert("ns", [{"id": "a", "content": "river stone", "tags": ["u"]}])
@@ -64,14 +64,14 @@ def test_the_past_is_filled_from_the_versions(backend: str, store_target: str) -
                 tx.execute("DELETE FROM schema_migrations WHERE name = ?", (name,))
 
         store.db.write(undo)
-    with memstrata.open(target, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(target, embedder="hash", background_jobs=False) as m:
         known = m.get("ns", "a", known_at=format_instant(to_us(first)))
         assert (known.version, known.content, known.tags) == (1, "apple pie", ["t"])
         assert known.known_until is not None and known.deleted_at is None
         found = m.search("ns", "apple", ranking="lexical", tags=["t"], known_at=first)
         assert found.ids() == ["a"]
         assert m.search("ns", "apple", ranking="lexical", tags=["t"]).ids() == []
-    with memstrata.open(target, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(target, embedder="hash", background_jobs=False) as m:
         # filled by the first migration, each version once: the drop copied none again
         assert backups.check(m).ok
         assert m.service.store.versions("ns", "a") == [1, 2, 3]
@@ -81,7 +81,7 @@ def test_dropping_the_versions_keeps_a_version_only_it_held(
     backend: str, store_target: str
 ) -> None:
     target = store_target
-    with memstrata.open(target, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(target, embedder="hash", background_jobs=False) as m:
         m.upsert("ns", [{"id": "a", "content": "apple pie", "payload": b"\x00p"}])
         m.upsert("ns", [{"id": "a", "content": "river stone", "metadata": {"k": "v"}}])
         m.upsert("ns", [{"id": "a", "content": "a third text"}])
@@ -95,7 +95,7 @@ def test_dropping_the_versions_keeps_a_version_only_it_held(
             tx.execute("DELETE FROM schema_migrations WHERE name = ?", (DROPPED[backend],))
 
         m.service.store.db.write(undo)
-    with memstrata.open(target, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(target, embedder="hash", background_jobs=False) as m:
         assert {v: m.get("ns", "a", version=v).to_json() for v in (1, 2, 3)} == expected
         assert m.get("ns", "a", version=1).payload == b"\x00p"
         assert m.service.store.versions("ns", "b") == [1]

@@ -10,12 +10,12 @@ from typing import Any
 
 import numpy as np
 
-import memstrata
-from memstrata.domain.search import SearchRequest
-from memstrata.store.sqlite import scope_cache
+import erstwhile
+from erstwhile.domain.search import SearchRequest
+from erstwhile.store.sqlite import scope_cache
 
 
-def semantic_ids(memory: memstrata.Memory, **options: Any) -> list[str]:
+def semantic_ids(memory: erstwhile.Memory, **options: Any) -> list[str]:
     return sorted(
         memory.search("ns", "river stone", ranking="semantic", top_k=100, **options).ids()
     )
@@ -34,9 +34,9 @@ def test_served_falls_back_for_a_key_or_an_option_it_does_not_know() -> None:
 
 def test_the_copy_follows_another_handle_and_a_hard_delete(tmp_path: Path) -> None:
     path = str(tmp_path / "store.db")
-    reader = memstrata.open(path, embedder="hash", background_jobs=False)
+    reader = erstwhile.open(path, embedder="hash", background_jobs=False)
     reader.service.store.dialect._scopes.warm_after = 1  # type: ignore[attr-defined]
-    writer = memstrata.open(path, embedder="hash", background_jobs=False)
+    writer = erstwhile.open(path, embedder="hash", background_jobs=False)
     try:
         writer.upsert("ns", [
             {"id": "a", "content": "river stone", "tags": ["t"], "metadata": {"room": "r1"}},
@@ -71,9 +71,9 @@ def test_the_copy_follows_another_handle_and_a_hard_delete(tmp_path: Path) -> No
 
 def test_many_changes_reload_the_copy_from_the_file(tmp_path: Path) -> None:
     path = str(tmp_path / "store.db")
-    reader = memstrata.open(path, embedder="hash", background_jobs=False)
+    reader = erstwhile.open(path, embedder="hash", background_jobs=False)
     reader.service.store.dialect._scopes.warm_after = 1  # type: ignore[attr-defined]
-    writer = memstrata.open(path, embedder="hash", background_jobs=False)
+    writer = erstwhile.open(path, embedder="hash", background_jobs=False)
     try:
         writer.upsert("ns", [{"id": f"r{i}", "content": "river stone"} for i in range(8)])
         assert len(semantic_ids(reader)) == 8
@@ -93,7 +93,7 @@ def test_many_changes_reload_the_copy_from_the_file(tmp_path: Path) -> None:
 
 def test_a_process_that_searches_once_or_twice_never_builds_the_copy(tmp_path: Path) -> None:
     path = str(tmp_path / "store.db")
-    with memstrata.open(path, embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(path, embedder="hash", background_jobs=False) as m:
         m.upsert("ns", [{"id": f"r{i}", "content": "river stone"} for i in range(5)])
         cache = m.service.store.dialect._scopes  # type: ignore[attr-defined]
         for searches in range(1, scope_cache.WARM_AFTER + 1):

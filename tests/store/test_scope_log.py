@@ -9,14 +9,14 @@ import sqlite3
 from collections import Counter
 from pathlib import Path
 
-import memstrata
-from memstrata.domain.records import Record
-from memstrata.embedding import HashEmbedder
-from memstrata.store.sql.rows import row_values
+import erstwhile
+from erstwhile.domain.records import Record
+from erstwhile.embedding import HashEmbedder
+from erstwhile.store.sql.rows import row_values
 
 
-def _open(path: Path) -> memstrata.Memory:
-    return memstrata.open(str(path), embedder=HashEmbedder(32), background_jobs=False)
+def _open(path: Path) -> erstwhile.Memory:
+    return erstwhile.open(str(path), embedder=HashEmbedder(32), background_jobs=False)
 
 
 def _logged(path: Path) -> Counter[int]:
@@ -67,7 +67,7 @@ def test_every_insert_update_and_delete_is_logged_once(tmp_path: Path) -> None:
 
 def _revised(record: Record) -> Record:
     """``record`` with what a write sets (as stored, version 1)."""
-    from memstrata.domain import rules
+    from erstwhile.domain import rules
 
     return rules.revision(
         record, None, "", namespace="ns", now=1_700_000_000_000_000, has_predecessor=lambda: False

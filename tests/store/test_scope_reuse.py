@@ -12,13 +12,13 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import memstrata
+import erstwhile
 
 DAYS = [f"2024-01-{d:02d}T00:00:00Z" for d in range(1, 29)]
 _RECORD = st.tuples(st.integers(0, 20), st.none() | st.integers(1, 7), st.sampled_from("ab"))
 
 
-def _write(memory: memstrata.Memory, records: list[tuple[int, int | None, str]], at: int) -> None:
+def _write(memory: erstwhile.Memory, records: list[tuple[int, int | None, str]], at: int) -> None:
     rows = []
     for i, (start, length, room) in enumerate(records):
         row: dict[str, Any] = {"id": f"m{at + i:03d}", "content": "river stone",
@@ -29,7 +29,7 @@ def _write(memory: memstrata.Memory, records: list[tuple[int, int | None, str]],
     memory.upsert("ns", rows)
 
 
-def _ids(memory: memstrata.Memory, **options: Any) -> list[str]:
+def _ids(memory: erstwhile.Memory, **options: Any) -> list[str]:
     found = memory.search("ns", "river", ranking="semantic", top_k=100, **options)
     return sorted(found.ids())
 
@@ -49,9 +49,9 @@ def test_a_reused_scope_is_the_scope_sql_decides(
 ) -> None:
     with tempfile.TemporaryDirectory() as folder:
         path = str(Path(folder) / "store.db")
-        copied = memstrata.open(path, embedder="hash", background_jobs=False)
+        copied = erstwhile.open(path, embedder="hash", background_jobs=False)
         copied.service.store.dialect._scopes.warm_after = 1  # type: ignore[attr-defined]
-        in_sql = memstrata.open(path, embedder="hash", background_jobs=False)
+        in_sql = erstwhile.open(path, embedder="hash", background_jobs=False)
         in_sql.service.store.dialect._scopes.warm_after = 10**9  # type: ignore[attr-defined]
         try:
             _write(in_sql, records, 0)
@@ -69,7 +69,7 @@ def test_a_reused_scope_is_the_scope_sql_decides(
 
 def test_a_repeated_scope_is_reused_until_a_write(tmp_path: Path) -> None:
     path = str(tmp_path / "store.db")
-    memory = memstrata.open(path, embedder="hash", background_jobs=False)
+    memory = erstwhile.open(path, embedder="hash", background_jobs=False)
     cache = memory.service.store.dialect._scopes  # type: ignore[attr-defined]
     cache.warm_after = 1
     try:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-import memstrata
-from memstrata import Memory
+import erstwhile
+from erstwhile import Memory
 
 
 @pytest.mark.parametrize(
@@ -44,9 +44,9 @@ from memstrata import Memory
 )  # fmt: skip
 def test_bad_input_is_refused_with_the_field_named(memory: Memory, call, field: str) -> None:  # type: ignore[no-untyped-def]
     before = memory.service.store.ledger()
-    with pytest.raises(memstrata.InvalidInput) as error:
+    with pytest.raises(erstwhile.InvalidInput) as error:
         call(memory)
-    assert error.value.code == "memstrata.input.invalid"
+    assert error.value.code == "erstwhile.input.invalid"
     assert field in error.value.message, error.value.message
     assert memory.service.store.ledger() == before
 
@@ -88,16 +88,16 @@ def test_predicates_compare_numbers_numerically_and_skip_non_numbers(memory: Mem
 
 
 def test_semantic_without_an_embedder_is_refused(store_target: str) -> None:
-    with memstrata.open(store_target, embedder="none") as memory:
+    with erstwhile.open(store_target, embedder="none") as memory:
         memory.add("ns", "anything")
-        with pytest.raises(memstrata.SemanticUnavailable):
+        with pytest.raises(erstwhile.SemanticUnavailable):
             memory.search("ns", "anything", ranking="semantic")
 
 
 def test_graph_expansion_options_are_checked(memory: Memory) -> None:
     memory.add("ns", "a note")
     for bad in ({"hops": 0}, {"hops": 4}, {"limit": 0}, {"depth": 1}):
-        with pytest.raises(memstrata.InvalidInput) as error:
+        with pytest.raises(erstwhile.InvalidInput) as error:
             memory.search("ns", "note", expand=bad)
         assert "expand" in error.value.message
     # with nothing in the graph, expansion appends nothing and changes no direct hit

@@ -1,4 +1,4 @@
-"""SQLite's memory statistics are turned off at the first database memstrata opens in a
+"""SQLite's memory statistics are turned off at the first database erstwhile opens in a
 process that holds nothing of SQLite's yet (``store.sqlite.library``), and left as
 they are anywhere that could disturb someone. Each case is a fresh Python process: the
 setting is the process's, and the test process has long opened databases."""
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.skipif(
-    sys.platform != "linux", reason="memstrata changes the setting on Linux only"
+    sys.platform != "linux", reason="erstwhile changes the setting on Linux only"
 )
 
 #: Prints SQLite's memory in use with a store open (0 where its statistics are off),
@@ -26,9 +26,9 @@ import _sqlite3
 library = ctypes.CDLL(_sqlite3.__file__)
 library.sqlite3_memory_used.restype = ctypes.c_int64
 {before}
-import memstrata
-from memstrata.store.sqlite.library import memory_statistics_off
-memory = memstrata.open(sys.argv[1], embedder="hash", background_jobs=False)
+import erstwhile
+from erstwhile.store.sqlite.library import memory_statistics_off
+memory = erstwhile.open(sys.argv[1], embedder="hash", background_jobs=False)
 memory.upsert("n", [{{"id": "a", "content": "the mill by the river"}}])
 found = [hit.record.id for hit in memory.search("n", "river").hits]
 print(json.dumps({{"used": library.sqlite3_memory_used(), "again": memory_statistics_off(),

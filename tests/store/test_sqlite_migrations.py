@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import memstrata
-from memstrata.domain.records import Record
-from memstrata.domain.search import parse_number
-from memstrata.embedding import HashEmbedder
-from memstrata.store.sql.rows import row_values
-from memstrata.store.sqlite import migrations
-from memstrata.store.sqlite.connection import connect
+import erstwhile
+from erstwhile.domain.records import Record
+from erstwhile.domain.search import parse_number
+from erstwhile.embedding import HashEmbedder
+from erstwhile.store.sql.rows import row_values
+from erstwhile.store.sqlite import migrations
+from erstwhile.store.sqlite.connection import connect
 
 DAY = "2026-01-0{}T00:00:00Z"
 
@@ -72,7 +72,7 @@ def test_a_first_schema_file_migrates_with_scope_rows_and_vectors_intact(
 ) -> None:
     path = tmp_path / "old.db"
     write_first_schema_file(path, monkeypatch)
-    with memstrata.open(str(path), embedder="hash", background_jobs=False) as m:
+    with erstwhile.open(str(path), embedder="hash", background_jobs=False) as m:
         for ranking in ("lexical", "semantic"):
             scoped = {"tags": ["t"], "filter": {"room": "r1"}, "ranking": ranking}
             assert m.search("ns", "river", **scoped).ids() == ["open"]

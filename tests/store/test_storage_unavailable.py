@@ -1,4 +1,4 @@
-"""A database that cannot be used is ``memstrata.storage.unavailable`` (HTTP 503),
+"""A database that cannot be used is ``erstwhile.storage.unavailable`` (HTTP 503),
 raised inside the store: a file that is not a database, a server that is not there."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from fastapi.testclient import TestClient
 from tests.support.raw import GARBAGE, spoil_sqlite_file
 from typer.testing import CliRunner
 
-import memstrata
-from memstrata.adapters.rest import create_app
-from memstrata.cli import app
-from memstrata.config import Settings
+import erstwhile
+from erstwhile.adapters.rest import create_app
+from erstwhile.cli import app
+from erstwhile.config import Settings
 
 
 def closed_port() -> int:
@@ -27,35 +27,35 @@ def closed_port() -> int:
 def test_a_file_that_is_not_a_database(tmp_path: Path) -> None:
     path = tmp_path / "notes.db"
     path.write_bytes(GARBAGE)
-    with pytest.raises(memstrata.StorageUnavailable) as raised:
-        memstrata.open(path, embedder="none")
-    assert raised.value.code == "memstrata.storage.unavailable"
+    with pytest.raises(erstwhile.StorageUnavailable) as raised:
+        erstwhile.open(path, embedder="none")
+    assert raised.value.code == "erstwhile.storage.unavailable"
     assert str(path) in raised.value.message
     assert path.read_bytes() == GARBAGE  # nothing was written over it
 
     result = CliRunner().invoke(app, ["--db", str(path), "search", "x"])
     assert result.exit_code == 1
     assert result.stderr.startswith(
-        f"error: memstrata.storage.unavailable: cannot open database {path}: "
+        f"error: erstwhile.storage.unavailable: cannot open database {path}: "
     )
     assert "Traceback" not in result.output
 
 
 def test_an_unreachable_postgres_server() -> None:
-    url = f"postgresql://memstrata@127.0.0.1:{closed_port()}/memory?connect_timeout=5"
-    with pytest.raises(memstrata.StorageUnavailable) as raised:
-        memstrata.open(url, embedder="none")
-    assert "cannot connect to postgresql://memstrata@127.0.0.1:" in raised.value.message
+    url = f"postgresql://erstwhile@127.0.0.1:{closed_port()}/memory?connect_timeout=5"
+    with pytest.raises(erstwhile.StorageUnavailable) as raised:
+        erstwhile.open(url, embedder="none")
+    assert "cannot connect to postgresql://erstwhile@127.0.0.1:" in raised.value.message
 
     result = CliRunner().invoke(app, ["--db", url, "get", "x"])
     assert result.exit_code == 1
-    assert result.stderr.startswith("error: memstrata.storage.unavailable: cannot connect to ")
+    assert result.stderr.startswith("error: erstwhile.storage.unavailable: cannot connect to ")
     assert "Traceback" not in result.output
 
 
 def test_rest_answers_503_when_the_file_stops_being_a_database(tmp_path: Path) -> None:
     path = tmp_path / "served.db"
-    memory = memstrata.open(path, embedder="hash", background_jobs=False)
+    memory = erstwhile.open(path, embedder="hash", background_jobs=False)
     memory.add("ns", "written before")
     spoil_sqlite_file(memory, path)  # the next request opens the file anew
     settings = Settings.model_validate({"auth": {"enabled": False}})
@@ -63,5 +63,5 @@ def test_rest_answers_503_when_the_file_stops_being_a_database(tmp_path: Path) -
         answer = client.post("/v1/namespaces/ns/search", json={"query": "written"})
     assert answer.status_code == 503
     error = answer.json()["error"]
-    assert error["code"] == "memstrata.storage.unavailable"
+    assert error["code"] == "erstwhile.storage.unavailable"
     assert str(path) in error["message"]

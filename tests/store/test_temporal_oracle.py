@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from tests.support import pg
 
-import memstrata
-from memstrata.domain.time import format_instant
+import erstwhile
+from erstwhile.domain.time import format_instant
 
 BACKENDS = ["sqlite", "postgres"]
 
@@ -97,10 +97,10 @@ class TemporalMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         target, self.cleanup = pg.fresh_target(self.backend)
-        self.memory = memstrata.open(target, embedder="hash", background_jobs=False)
+        self.memory = erstwhile.open(target, embedder="hash", background_jobs=False)
         # A second handle on the same store writes now and then: the first one's
         # in-process copies (SQLite's vector matrix and scope columns) must see it.
-        self.other = memstrata.open(target, embedder="hash", background_jobs=False)
+        self.other = erstwhile.open(target, embedder="hash", background_jobs=False)
         scopes = getattr(self.memory.service.store.dialect, "_scopes", None)
         if scopes is not None:  # SQLite: the scope copy decides from the first search
             scopes.warm_after = 1
@@ -168,7 +168,7 @@ class TemporalMachine(RuleBasedStateMachine):
     def expect_error(self, code: str, call) -> None:  # type: ignore[no-untyped-def]
         try:
             call()
-        except memstrata.MemstrataError as error:
+        except erstwhile.ErstwhileError as error:
             assert error.code == code, (error.code, code, error.message)
         else:
             raise AssertionError(f"expected {code}")
@@ -193,10 +193,10 @@ class TemporalMachine(RuleBasedStateMachine):
         if old.superseded_by is not None:
             new.valid_to = old.valid_to  # the closure stays the store's
         if has_predecessor and moved:
-            self.expect_error("memstrata.input.invalid", lambda: self.memory.upsert("ns", [write]))
+            self.expect_error("erstwhile.input.invalid", lambda: self.memory.upsert("ns", [write]))
             return
         if new.valid_to is not None and new.valid_to <= new.valid_from:
-            self.expect_error("memstrata.input.invalid", lambda: self.memory.upsert("ns", [write]))
+            self.expect_error("erstwhile.input.invalid", lambda: self.memory.upsert("ns", [write]))
             return
         result = self.memory.upsert("ns", [write])
         assert result.versions == [old.version + 1]
@@ -215,10 +215,10 @@ class TemporalMachine(RuleBasedStateMachine):
         new = self.as_model(write, {**f, "length": None})
         call = lambda: self.memory.supersede("ns", old.id, write)  # noqa: E731
         if old.superseded_by is not None or old.deleted:
-            self.expect_error("memstrata.write.conflict", call)
+            self.expect_error("erstwhile.write.conflict", call)
             return
         if new.valid_from <= old.valid_from:
-            self.expect_error("memstrata.input.invalid", call)
+            self.expect_error("erstwhile.input.invalid", call)
             return
         call()
         if old.valid_to is None or old.valid_to > new.valid_from:
@@ -234,11 +234,11 @@ class TemporalMachine(RuleBasedStateMachine):
         at = BASE + day * DAY
         call = lambda: self.memory.invalidate("ns", record.id, at=iso(day))  # noqa: E731
         if record.superseded_by is not None:
-            self.expect_error("memstrata.write.conflict", call)
+            self.expect_error("erstwhile.write.conflict", call)
         elif record.valid_to is not None and record.valid_to <= at:
             assert call() == record.version  # already over by then: nothing changes
         elif at <= record.valid_from:
-            self.expect_error("memstrata.input.invalid", call)
+            self.expect_error("erstwhile.input.invalid", call)
         else:
             call()
             record.valid_to = at
@@ -359,7 +359,7 @@ class TemporalMachine(RuleBasedStateMachine):
                 values = values[:1]
             if op in ("GT", "GTE", "LT", "LTE") and number(values[0]) is None:
                 self.expect_error(
-                    "memstrata.input.invalid",
+                    "erstwhile.input.invalid",
                     lambda: self.memory.search("ns", word, predicates=[
                         {"key": key, "op": op, "values": values}], **options),
                 )  # fmt: skip

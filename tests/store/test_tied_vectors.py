@@ -16,7 +16,7 @@ import hypothesis.strategies as st
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 
-import memstrata
+import erstwhile
 
 DIMENSIONS = 256  # the "hash" embedder's
 _NAMESPACES = itertools.count()
@@ -39,7 +39,7 @@ def _unit(vector: np.ndarray) -> np.ndarray:
     filtered=st.booleans(),
 )
 def test_identical_vectors_tie_and_rank_by_id(
-    memory: memstrata.Memory, seed: int, groups: int, size: int, top_k: int, filtered: bool
+    memory: erstwhile.Memory, seed: int, groups: int, size: int, top_k: int, filtered: bool
 ) -> None:
     rng = np.random.default_rng(seed)
     namespace = f"ns{next(_NAMESPACES)}"  # a fresh one for every example
@@ -73,7 +73,7 @@ def test_identical_vectors_tie_and_rank_by_id(
 )
 @given(seed=st.integers(0, 2**32 - 1), size=st.integers(2, 30), top_k=st.integers(1, 8))
 def test_different_vectors_of_one_cosine_tie_and_rank_by_id(
-    memory: memstrata.Memory, seed: int, size: int, top_k: int
+    memory: erstwhile.Memory, seed: int, size: int, top_k: int
 ) -> None:
     """Each vector is one base vector with its first components shuffled, and the
     query weighs those components alike: the same cosine, summed in another order, so

@@ -1,4 +1,4 @@
-"""SQLite's list index (IVF) for wide scopes (memstrata.store.sqlite.ann): a search it
+"""SQLite's list index (IVF) for wide scopes (erstwhile.store.sqlite.ann): a search it
 answers returns only the scope's records, with their exact cosine, at the recall of
 an exact search against a brute-force oracle; the copy follows writes through another
 handle; a fresh process starts from the saved copy and still sees every later write,
@@ -17,18 +17,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import memstrata
-from memstrata.embedding import HashEmbedder
-from memstrata.store.sqlite import ann, vector_file
+import erstwhile
+from erstwhile.embedding import HashEmbedder
+from erstwhile.store.sqlite import ann, vector_file
 
 DIMENSIONS = 16
 ROOMS = ("r0", "r1", "r2")
 
 
-def open_indexed(path: str) -> memstrata.Memory:
+def open_indexed(path: str) -> erstwhile.Memory:
     """A handle whose every scope of 20+ vectors and a fifth of the store goes through
     the list index, built inside the search."""
-    memory = memstrata.open(path, embedder=HashEmbedder(DIMENSIONS), background_jobs=False)
+    memory = erstwhile.open(path, embedder=HashEmbedder(DIMENSIONS), background_jobs=False)
     vectors = memory.service.store.dialect._vectors  # type: ignore[attr-defined]
     vectors.background, vectors.min_rows, vectors.min_share = False, 20, 0.2
     return memory
@@ -44,7 +44,7 @@ def clustered(seed: int, count: int) -> np.ndarray:
     return unit(centres[rng.integers(0, 8, count)] + 0.3 * rng.normal(size=(count, DIMENSIONS)))
 
 
-def write(memory: memstrata.Memory, vectors: np.ndarray, rooms: list[str], start: int = 0) -> None:
+def write(memory: erstwhile.Memory, vectors: np.ndarray, rooms: list[str], start: int = 0) -> None:
     memory.upsert("ns", [
         {"id": f"m{start + i}", "content": f"memory {start + i}", "vector": v.tolist(),
          "metadata": {"room": rooms[i]}}
@@ -52,7 +52,7 @@ def write(memory: memstrata.Memory, vectors: np.ndarray, rooms: list[str], start
     ])  # fmt: skip
 
 
-def search(memory: memstrata.Memory, query: np.ndarray, k: int, **options: Any) -> Any:
+def search(memory: erstwhile.Memory, query: np.ndarray, k: int, **options: Any) -> Any:
     return memory.search("ns", query_vector=query.tolist(), top_k=k, include_historical=True,
                          **options)  # fmt: skip
 
@@ -111,7 +111,7 @@ def test_the_index_returns_only_the_scope_at_the_recall_of_exact(
 
 def test_the_index_follows_another_handle(tmp_path: Path) -> None:
     path = str(tmp_path / "store.db")
-    reader, writer = open_indexed(path), memstrata.open(path, embedder=HashEmbedder(DIMENSIONS),
+    reader, writer = open_indexed(path), erstwhile.open(path, embedder=HashEmbedder(DIMENSIONS),
                                                         background_jobs=False)  # fmt: skip
     try:
         vectors = clustered(1, 200)
@@ -130,7 +130,7 @@ def test_the_index_follows_another_handle(tmp_path: Path) -> None:
         writer.close()
 
 
-def written(path: str, seed: int, count: int) -> tuple[memstrata.Memory, np.ndarray]:
+def written(path: str, seed: int, count: int) -> tuple[erstwhile.Memory, np.ndarray]:
     """An indexed handle on a new store of ``count`` records in one room."""
     memory = open_indexed(path)
     vectors = clustered(seed, count)
@@ -147,7 +147,7 @@ def test_a_fresh_process_starts_from_the_saved_copy(tmp_path: Path, monkeypatch:
     saved = list(Path(path + ".vectors").glob("*.json"))
     assert len(saved) == 1 and json.loads(saved[0].read_text())["index"] == "ivf"
     # written after the save: the fresh process must read it from the table
-    writer = memstrata.open(path, embedder=HashEmbedder(DIMENSIONS), background_jobs=False)
+    writer = erstwhile.open(path, embedder=HashEmbedder(DIMENSIONS), background_jobs=False)
     writer.upsert("ns", [{"id": "late", "content": "late", "vector": vectors[5].tolist()}])
     writer.close()
     fresh = open_indexed(path)
@@ -193,7 +193,7 @@ def test_a_fresh_process_searches_through_the_saved_index_and_its_later_writes(
     first, vectors = written(path, 5, 300)
     first.service.store.build_vector_index(DIMENSIONS)  # type: ignore[attr-defined]
     first.close()
-    writer = memstrata.open(path, embedder=HashEmbedder(DIMENSIONS), background_jobs=False)
+    writer = erstwhile.open(path, embedder=HashEmbedder(DIMENSIONS), background_jobs=False)
     writer.upsert("ns", [{"id": "late", "content": "late", "vector": vectors[5].tolist()}])
     writer.upsert("ns", [{"id": "m6", "content": "moved", "vector": (-vectors[6]).tolist()}])
     writer.delete("ns", "m7", hard=True)
@@ -293,7 +293,7 @@ def test_the_local_embedder_still_loads_after_the_list_index(tmp_path: Path) -> 
     script = (
         "import sys, threading\n"
         "import numpy as np\n"
-        "from memstrata.store.sqlite import ann\n"
+        "from erstwhile.store.sqlite import ann\n"
         "rows = np.eye(8, dtype=np.float32)[np.arange(50) % 8]\n"
         "index = ann.ListIndex(8)\n"
         "index.start()\n"
@@ -368,7 +368,7 @@ def test_an_adopted_matrix_is_copied_into_memory_with_the_writes_made_meanwhile(
         assert set(search(fresh, vectors[9], 2).ids()) == {"m9", "late"}
     finally:
         fresh.close()
-    again = memstrata.open(path, embedder=HashEmbedder(DIMENSIONS), background_jobs=False)
+    again = erstwhile.open(path, embedder=HashEmbedder(DIMENSIONS), background_jobs=False)
     cache = again.service.store.dialect._vectors  # type: ignore[attr-defined]
     try:  # the server's way: in a background thread, the first search served meanwhile
         assert search(again, vectors[3], 1).ids() == ["m3"]

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import memstrata
-from memstrata.domain.errors import InvalidInput
-from memstrata.domain.vectors import unit, unit_rows, vector_problem
+import erstwhile
+from erstwhile.domain.errors import InvalidInput
+from erstwhile.domain.vectors import unit, unit_rows, vector_problem
 
 _VALUES = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True, width=64),
@@ -80,7 +80,7 @@ def test_an_upsert_of_arrays_stores_what_one_of_lists_stores(tmp_path: Path) -> 
     matrix = rng.standard_normal((20, 256)).astype(np.float32)
     stored = []
     for shape in ("list", "array"):
-        with memstrata.open(tmp_path / f"{shape}.db", embedder="hash", background_jobs=False) as m:
+        with erstwhile.open(tmp_path / f"{shape}.db", embedder="hash", background_jobs=False) as m:
             m.upsert("ns", [
                 {"id": f"r{i}", "content": f"text {i}",
                  "vector": row.tolist() if shape == "list" else row}

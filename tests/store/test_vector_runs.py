@@ -1,4 +1,4 @@
-"""The list index's runs of rows (memstrata.store.sqlite.ann, vectors): once built, the
+"""The list index's runs of rows (erstwhile.store.sqlite.ann, vectors): once built, the
 matrix holds each list's vectors in one run of rows, so a probe scores a run in one
 pass instead of gathering it. Whatever changes after (new vectors, rewritten ones
 that move to another list, withdrawn ones), a search through the runs offers exactly
@@ -16,10 +16,10 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import memstrata
-from memstrata.embedding import HashEmbedder
-from memstrata.store.sqlite import vector_file
-from memstrata.store.sqlite.vectors import VectorCache, View, _Matrix
+import erstwhile
+from erstwhile.embedding import HashEmbedder
+from erstwhile.store.sqlite import vector_file
+from erstwhile.store.sqlite.vectors import VectorCache, View, _Matrix
 
 DIMENSIONS = 8
 
@@ -219,7 +219,7 @@ def test_a_saved_copy_keeps_its_runs(tmp_path: Path, monkeypatch: Any) -> None:
     path = str(tmp_path / "store.db")
     rng = np.random.default_rng(11)
     vectors = unit(rng.normal(size=(300, DIMENSIONS)))
-    first = memstrata.open(path, embedder=HashEmbedder(DIMENSIONS), background_jobs=False)
+    first = erstwhile.open(path, embedder=HashEmbedder(DIMENSIONS), background_jobs=False)
     first.upsert("ns", [{"id": f"m{i}", "content": f"m {i}", "vector": v.tolist()}
                         for i, v in enumerate(vectors)])  # fmt: skip
     first.service.store.dialect._vectors.min_rows = 20  # type: ignore[attr-defined]
@@ -230,7 +230,7 @@ def test_a_saved_copy_keeps_its_runs(tmp_path: Path, monkeypatch: Any) -> None:
         assert "runs" in arrays.files
 
     def adopted() -> Any:
-        memory = memstrata.open(path, embedder=HashEmbedder(DIMENSIONS), background_jobs=False)
+        memory = erstwhile.open(path, embedder=HashEmbedder(DIMENSIONS), background_jobs=False)
         cache = memory.service.store.dialect._vectors  # type: ignore[attr-defined]
         cache.background, cache.min_rows, cache.min_share = False, 20, 0.2
         hit = memory.search("ns", query_vector=vectors[7].tolist(), top_k=1,

@@ -11,8 +11,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import memstrata
-from memstrata.embedding import HashEmbedder
+import erstwhile
+from erstwhile.embedding import HashEmbedder
 
 DIMENSIONS = 8
 
@@ -35,7 +35,7 @@ def test_every_row_in_scope_ranks_as_brute_force(
 ) -> None:
     rng = np.random.default_rng(seed)
     path = str(tmp_path / f"s{seed}-{mine}-{others}-{rewritten}.db")
-    memory = memstrata.open(path, embedder=HashEmbedder(DIMENSIONS), background_jobs=False)
+    memory = erstwhile.open(path, embedder=HashEmbedder(DIMENSIONS), background_jobs=False)
     try:
         rows = rng.normal(size=(mine + others + 1, DIMENSIONS))
         rows /= np.linalg.norm(rows, axis=1, keepdims=True)

@@ -10,8 +10,8 @@ import re
 import sqlite3
 from pathlib import Path
 
-import memstrata
-from memstrata.embedding.hash import HashEmbedder
+import erstwhile
+from erstwhile.embedding.hash import HashEmbedder
 
 # tables read by the namespace alone because the namespace is their whole key, or
 # (lexical_segments, lexical_pending) its merges, a few, or (entities) because resolution compares a
@@ -45,7 +45,7 @@ def wide_reads(db: Path, statements: list[str]) -> list[str]:
 
 def test_a_one_record_write_reads_only_that_records_rows(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
-    memory = memstrata.open(str(path), embedder=HashEmbedder(dimensions=16), background_jobs=False)
+    memory = erstwhile.open(str(path), embedder=HashEmbedder(dimensions=16), background_jobs=False)
     memory.upsert("ns", [
         {"id": f"r{i}", "content": f"alpha beta {i} gamma", "tags": ["t", f"t{i}"],
          "metadata": {"room": f"room-{i % 3}"}}

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from tests.support.raw import dump_tables, execute, full_text_matches, record_tables
 
-import memstrata
-from memstrata import Memory
-from memstrata.domain.errors import InvalidInput
-from memstrata.domain.records import Record
+import erstwhile
+from erstwhile import Memory
+from erstwhile.domain.errors import InvalidInput
+from erstwhile.domain.records import Record
 
 
 def test_supersession_at_t_leaves_exactly_one_record_valid(memory: Memory) -> None:
@@ -47,14 +47,14 @@ def test_a_failed_batch_changes_nothing(memory: Memory, store_target: str) -> No
     ])  # fmt: skip
     memory.supersede("ns", "b", {"id": "c", "content": "gamma"})
     before = dump_tables(store_target)
-    with pytest.raises(memstrata.VersionConflict) as error:
+    with pytest.raises(erstwhile.VersionConflict) as error:
         memory.upsert("ns", [
             {"id": "a", "content": "alpha two", "if_version": first.versions[0]},
             {"id": "d", "content": "delta", "supersedes": ["a"]},
             {"id": "e", "content": "epsilon", "if_version": 0},
             {"id": "c", "content": "gamma two", "if_version": 7},
         ])  # fmt: skip
-    assert error.value.code == "memstrata.write.version_conflict"
+    assert error.value.code == "erstwhile.write.version_conflict"
     assert "records[3].if_version" in error.value.message
     assert dump_tables(store_target) == before
 
@@ -66,9 +66,9 @@ def test_hard_delete_leaves_no_trace(memory: Memory, store_target: str) -> None:
                                        now=1, actor="local")  # fmt: skip
     memory.delete("ns", rid, hard=True)
     assert memory.search("ns", "zanzibar", include_historical=True).hits == []
-    with pytest.raises(memstrata.NotFound):
+    with pytest.raises(erstwhile.NotFound):
         memory.get("ns", rid)
-    with pytest.raises(memstrata.NotFound):
+    with pytest.raises(erstwhile.NotFound):
         memory.get("ns", rid, version=1)
     rows = dump_tables(store_target)
     for table in record_tables(store_target):
@@ -82,12 +82,12 @@ def test_hard_delete_leaves_no_trace(memory: Memory, store_target: str) -> None:
 def test_versions_and_cas(memory: Memory) -> None:
     result = memory.upsert("ns", [{"id": "r", "content": "one", "if_version": 0}])
     assert result.versions == [1]
-    with pytest.raises(memstrata.VersionConflict):
+    with pytest.raises(erstwhile.VersionConflict):
         memory.upsert("ns", [{"id": "r", "content": "two", "if_version": 0}])
     assert memory.upsert("ns", [{"id": "r", "content": "two", "if_version": 1}]).versions == [2]
     assert memory.get("ns", "r", version=1).content == "one"
     assert memory.get("ns", "r").content == "two"
-    with pytest.raises(memstrata.NotFound):
+    with pytest.raises(erstwhile.NotFound):
         memory.get("ns", "r", version=3)
 
 
@@ -104,7 +104,7 @@ def test_soft_delete_hides_and_resurrection_restores(memory: Memory) -> None:
 
 def test_key_is_unique_among_current_live_records(memory: Memory) -> None:
     old = memory.add("ns", "blue", key="color")
-    with pytest.raises(memstrata.WriteConflict) as error:
+    with pytest.raises(erstwhile.WriteConflict) as error:
         memory.add("ns", "red", key="color")
     assert "records[0].key" in error.value.message
     memory.supersede("ns", old, {"content": "red", "key": "color"})
@@ -115,12 +115,12 @@ def test_key_is_unique_among_current_live_records(memory: Memory) -> None:
 def test_supersession_never_forks_and_unknown_ids_fail(memory: Memory) -> None:
     a = memory.add("ns", "v1", valid_from="2024-01-01")
     memory.supersede("ns", a, {"id": "b", "content": "v2", "valid_from": "2024-02-01"})
-    with pytest.raises(memstrata.WriteConflict) as error:
+    with pytest.raises(erstwhile.WriteConflict) as error:
         memory.supersede("ns", a, {"id": "c", "content": "fork", "valid_from": "2024-03-01"})
     assert "already superseded by 'b'" in error.value.message
-    with pytest.raises(memstrata.NotFound):
+    with pytest.raises(erstwhile.NotFound):
         memory.supersede("ns", "nope", {"id": "d", "content": "x"})
-    with pytest.raises(memstrata.NotFound):
+    with pytest.raises(erstwhile.NotFound):
         memory.get("ns", "c")
     # self-references are ignored
     memory.upsert("ns", [{"id": "b", "content": "v2 again", "supersedes": ["b", a]}])
@@ -134,7 +134,7 @@ def test_invalidate_closes_validity_without_a_replacement(memory: Memory) -> Non
     assert record.superseded_by is None
     assert memory.search("ns", "temporary").ids() == []
     assert memory.search("ns", "temporary", as_of="2024-02-01").ids() == [rid]
-    with pytest.raises(memstrata.InvalidInput):
+    with pytest.raises(erstwhile.InvalidInput):
         memory.invalidate("ns", memory.add("ns", "later", valid_from="2025-01-01"), at="2024-01-01")
 
 
@@ -164,10 +164,10 @@ def test_expire_is_bounded_and_needs_max_rows(memory: Memory) -> None:
     assert set(memory.search("ns", "log").ids()) == {*ids[3:], keep}
     assert memory.expire("ns", filter={"kind": "log"}, action="hard_delete", max_rows=100) == 5
     assert memory.search("ns", "log", include_historical=True).ids() == [keep]
-    with pytest.raises(memstrata.InvalidInput) as error:
+    with pytest.raises(erstwhile.InvalidInput) as error:
         memory.expire("ns", filter={"kind": "log"}, action="invalidate")
     assert "max_rows" in error.value.message
-    with pytest.raises(memstrata.InvalidInput):
+    with pytest.raises(erstwhile.InvalidInput):
         memory.expire("ns", filter={}, action="explode", max_rows=1)
 
 

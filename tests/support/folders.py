@@ -23,9 +23,9 @@ from pathlib import Path
 
 from tests.support import raw
 
-import memstrata
-from memstrata.domain.records import Record
-from memstrata.domain.time import to_us
+import erstwhile
+from erstwhile.domain.records import Record
+from erstwhile.domain.time import to_us
 
 SECOND = 1_000_000
 START = 1_735_689_600 * SECOND  # 2025-01-01: every change is in the past
@@ -178,7 +178,7 @@ class Folder:
                 chain.end = (started, finished)
 
 
-def check(memory: memstrata.Memory, namespace: str, source: str, folder: Folder,
+def check(memory: erstwhile.Memory, namespace: str, source: str, folder: Folder,
           target: str, *, others: int = 0) -> list[list[Record]]:  # fmt: skip
     """Asserts that the namespace holds exactly the folder's chains (and ``others``
     records of other sources); returns the chains."""

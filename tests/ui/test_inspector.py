@@ -1,4 +1,4 @@
-"""The web inspector in a real headless Chromium against a real ``memstrata serve``:
+"""The web inspector in a real headless Chromium against a real ``erstwhile serve``:
 log in, search, open a record, move the "as of" cursor, hostile content, CSP, and the
 token kept out of every URL and log line."""
 
@@ -97,7 +97,7 @@ def test_the_form_sends_scope_and_time_options(inspector: Inspector, browser: We
 
     browser.find_element(By.ID, "f-predicates").send_keys("\npriority GTE x")
     search(browser, "Alice")  # the server's own message, naming the field
-    assert "memstrata.input.invalid" in browser.find_element(By.ID, "results").text
+    assert "erstwhile.input.invalid" in browser.find_element(By.ID, "results").text
     assert "priority" not in browser.current_url.split("#")[0]
 
 
@@ -187,7 +187,7 @@ def test_verify_needs_an_admin_token(inspector: Inspector, browser: WebDriver) -
     visit(browser, inspector.url, f"record/{NS}/{target}")
     browser.find_element(By.ID, "reviewer").send_keys("rita", Keys.ENTER)
     wait(
-        browser, lambda d: "memstrata.auth.forbidden" in d.find_element(By.ID, "verify-status").text
+        browser, lambda d: "erstwhile.auth.forbidden" in d.find_element(By.ID, "verify-status").text
     )
 
     browser.find_element(By.ID, "logout").click()
@@ -220,7 +220,7 @@ def test_the_login_page_refuses_a_bad_token(inspector: Inspector, browser: WebDr
     wait(browser, lambda d: d.find_element(By.ID, "token")).send_keys("mst_wrong", Keys.ENTER)
     wait(
         browser,
-        lambda d: "memstrata.auth.unauthenticated" in d.find_element(By.ID, "login-status").text,
+        lambda d: "erstwhile.auth.unauthenticated" in d.find_element(By.ID, "login-status").text,
     )
     assert browser.execute_script("return sessionStorage.length") == 0
 

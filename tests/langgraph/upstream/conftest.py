@@ -1,13 +1,13 @@
 """Runs LangGraph's own store test module (test_store.py, vendored unmodified; see
-ORIGIN.md) against MemstrataStore. This conftest is the only adapter:
+ORIGIN.md) against ErstwhileStore. This conftest is the only adapter:
 
 - the module builds its stores with ``InMemoryStore(...)``; an autouse fixture binds
-  that name, in the module only, to a MemstrataStore that opens a fresh memstrata
+  that name, in the module only, to a ErstwhileStore that opens a fresh erstwhile
   memory on the test's backend (each test runs on SQLite and on PostgreSQL). An
-  ``index={"dims", "embed", "fields"}`` becomes memstrata's embedder (the module's
+  ``index={"dims", "embed", "fields"}`` becomes erstwhile's embedder (the module's
   CharacterEmbeddings through LangChainEmbedder) and the store's fields;
 - ``tests.embed_test_utils`` (the module's import of its helper) is the vendored file;
-- its ``async def`` tests run on anyio's pytest plugin, as the rest of memstrata's do;
+- its ``async def`` tests run on anyio's pytest plugin, as the rest of erstwhile's do;
 - the tests that cannot apply to a store other than InMemoryStore are marked xfail
   (strict, so one that starts passing is noticed), each with its reason (NOT_APPLICABLE).
 """
@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-import memstrata
-from memstrata.langgraph import LangChainEmbedder, MemstrataStore
+import erstwhile
+from erstwhile.langgraph import ErstwhileStore, LangChainEmbedder
 
 HERE = Path(__file__).parent
 
@@ -43,11 +43,11 @@ _load_helper()
 NOT_APPLICABLE = {
     "test_vector_store_initialization": (
         "asserts InMemoryStore's own attribute index_config, which holds its embedding "
-        "model; MemstrataStore's vectors are memstrata's embedder's, the store keeps fields"
+        "model; ErstwhileStore's vectors are erstwhile's embedder's, the store keeps fields"
     ),
     "test_embed_with_path": (
         "asserts that two items equally similar to the query get equal scores under "
-        "per-field vectors max-pooled; memstrata keeps one vector per record (the joined "
+        "per-field vectors max-pooled; erstwhile keeps one vector per record (the joined "
         "text of the indexed fields) and a hybrid score is a rank-based RRF sum, so two "
         "hits never tie"
     ),
@@ -76,15 +76,15 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(autouse=True)
-def memstrata_in_memory_store(
+def erstwhile_in_memory_store(
     request: pytest.FixtureRequest, backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[None]:
-    """``InMemoryStore`` in the test module is a MemstrataStore on this test's backend."""
+    """``InMemoryStore`` in the test module is a ErstwhileStore on this test's backend."""
     opened: list[Any] = []
     targets: list[str] = []
     server = request.getfixturevalue("postgres_server") if backend == "postgres" else None
 
-    class InMemoryStore(MemstrataStore):
+    class InMemoryStore(ErstwhileStore):
         def __init__(self, *, index: dict[str, Any] | None = None) -> None:
             if server is not None:
                 target = server.new_target()
@@ -94,7 +94,7 @@ def memstrata_in_memory_store(
             embedder: Any = "hash"
             if index:
                 embedder = LangChainEmbedder(index["embed"], index["dims"])
-            memory = memstrata.open(target, embedder=embedder, background_jobs=False)
+            memory = erstwhile.open(target, embedder=embedder, background_jobs=False)
             opened.append(memory)
             fields = (index or {}).get("fields")
             super().__init__(memory, index={"fields": fields} if fields else None)

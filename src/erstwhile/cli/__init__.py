@@ -1,0 +1,19 @@
+"""The ``erstwhile`` command line (entry point ``erstwhile.cli:main``).
+
+Modules: ``app`` (the Typer app and global options), ``context`` (opening the store),
+``options`` (shared options and parsers), ``output`` (rendering), and one module
+per command group: ``records``, ``search``, ``embedding``, ``demo``.
+"""
+
+from __future__ import annotations
+
+from erstwhile.cli.app import app
+from erstwhile.cli.context import open_memory
+
+
+def main() -> None:
+    """Runs the CLI on ``sys.argv``."""
+    app(prog_name="erstwhile")
+
+
+__all__ = ["app", "main", "open_memory"]

@@ -1,0 +1,253 @@
+"""Rendering: rich tables for people, plain JSON for programs, one line per problem.
+
+Human output goes to stdout through rich. ``--json`` output is ``json.dumps`` of the
+domain's own ``to_json`` forms, with no markup. Warnings and errors go to stderr as
+single unwrapped lines (coloured only on a terminal), so they can be grepped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from erstwhile.domain.errors import ErstwhileError
+from erstwhile.domain.records import Record
+from erstwhile.domain.search import SearchResult
+
+PIPE_WIDTH = 140
+"""Table width when stdout is not a terminal and ``COLUMNS`` is unset (rich says 80)."""
+
+
+def console() -> Console:
+    """A console on the current stdout (made per call, so test runners can swap it)."""
+    out = Console(highlight=False)
+    if not out.is_terminal and "COLUMNS" not in os.environ:
+        out.width = PIPE_WIDTH
+    return out
+
+
+def print_json(data: Any) -> None:
+    typer.echo(json.dumps(data, ensure_ascii=False))
+
+
+def print_warnings(warnings: Iterable[str]) -> None:
+    for warning in warnings:
+        typer.secho(f"warning: {warning}", err=True, fg="yellow")
+
+
+def print_error(error: ErstwhileError) -> None:
+    typer.secho(f"error: {error.code}: {error.message}", err=True, fg="red")
+
+
+def print_note(text: str) -> None:
+    """A dim status line on stderr (which embedder, which ranking), never on stdout."""
+    typer.secho(text, err=True, dim=True)
+
+
+def embedder_note(embedder_id: str, ranking: str | None = None) -> str:
+    """``embedder: hash:feature-hash-v1:256 · ranking: hybrid``."""
+    note = f"embedder: {embedder_id}"
+    return f"{note} · ranking: {ranking}" if ranking else note
+
+
+# -- instants and status ---------------------------------------------------------
+
+
+def moment(value: datetime | None) -> str:
+    """A compact, copy-pasteable instant: a date at midnight UTC, else to the second."""
+    if value is None:
+        return ""
+    value = value.astimezone(UTC)
+    if (value.hour, value.minute, value.second, value.microsecond) == (0, 0, 0, 0):
+        return value.strftime("%Y-%m-%d")
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def validity(record: Record) -> str:
+    """The half-open validity range ``from → to`` (``open`` when it has no end)."""
+    if record.valid_from is None:
+        return ""
+    end = moment(record.valid_to) if record.valid_to else "open"
+    return f"{moment(record.valid_from)} → {end}"
+
+
+def status(record: Record, now: datetime | None = None) -> str:
+    """Why a record is or is not current: deleted, superseded, ended, future, current."""
+    now = now or datetime.now(UTC)
+    if record.deleted_at is not None:
+        return "deleted"
+    if record.superseded_by:
+        return "superseded"
+    if record.valid_to is not None and record.valid_to <= now:
+        return "ended"
+    if record.valid_from is not None and record.valid_from > now:
+        return "future"
+    return "current"
+
+
+# -- tables ------------------------------------------------------------------------
+
+
+def _id_column(table: Table, ids: Sequence[str], room_beside: int) -> None:
+    """Ids stay whole when the console leaves ``room_beside`` columns for the rest, and fold
+    (never crop) otherwise: an id cut short is useless."""
+    whole = console().width - max(map(len, ids), default=2) >= room_beside
+    table.add_column("id", style="cyan", overflow="fold", no_wrap=whole)
+
+
+def known(record: Record) -> str:
+    """The record-time range ``recorded → replaced`` (``now`` while it is current)."""
+    if record.updated_at is None:
+        return ""
+    end = moment(record.known_until) if record.known_until else "now"
+    return f"{moment(record.updated_at)} → {end}"
+
+
+def records_table(
+    records: Sequence[Record], title: str | None = None, *, record_time: bool = False
+) -> Table:
+    """Records in the order given: id, content, validity, key, tags, version, status
+    (``record_time``: and when erstwhile held each version, ``recorded → replaced``)."""
+    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
+    _id_column(table, [record.id for record in records], room_beside=76)
+    table.add_column("content", ratio=1, min_width=12)
+    table.add_column("valid")
+    table.add_column("key", style="magenta")
+    table.add_column("tags")
+    table.add_column("v", justify="right")
+    table.add_column("status")
+    if record_time:
+        table.add_column("known")
+    for record in records:
+        cells: list[str | Text] = [
+            record.id,
+            Text(record.content),
+            validity(record),
+            Text(record.key or ""),
+            Text(", ".join(record.tags)),
+            str(record.version or ""),
+            status(record),
+        ]
+        table.add_row(*cells, *([known(record)] if record_time else []))
+    return table
+
+
+LANE_LETTERS = {"lexical": "L", "semantic": "S", "graph": "G"}
+
+
+def lanes(signals: dict[str, Any]) -> str:
+    """The lanes that found a hit, one letter each: L lexical, S semantic, G graph."""
+    return "".join(letter for lane, letter in LANE_LETTERS.items() if lane in signals)
+
+
+def search_table(result: SearchResult, title: str | None = None) -> Table:
+    """Hits in rank order: rank, score, lanes (L lexical, S semantic, G graph), id,
+    content, validity."""
+    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("score", justify="right")
+    table.add_column("lanes")
+    _id_column(table, result.ids(), room_beside=56)
+    table.add_column("content", ratio=1, min_width=12)
+    table.add_column("valid")
+    for rank, hit in enumerate(result.hits, start=1):
+        table.add_row(
+            str(rank),
+            f"{hit.score:.4g}",
+            lanes(hit.signals),
+            hit.record.id,
+            Text(hit.record.content),
+            validity(hit.record),
+        )
+    return table
+
+
+def record_panel(record: Record) -> Panel:
+    """One record, every field that is set."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    rows: list[tuple[str, str | None]] = [
+        ("content", record.content),
+        ("namespace", record.namespace),
+        ("key", record.key),
+        ("kind", record.kind),
+        ("tags", ", ".join(record.tags) or None),
+        ("metadata", ", ".join(f"{k}={v}" for k, v in record.metadata.items()) or None),
+        ("trust", record.trust),
+        ("valid", validity(record)),
+        ("status", status(record)),
+        ("recorded", moment(record.created_at)),
+        ("updated", moment(record.updated_at)),
+        ("deleted", moment(record.deleted_at) or None),
+        ("source", record.source),
+        ("supersedes", ", ".join(record.supersedes) or None),
+        ("superseded by", record.superseded_by),
+        ("version", str(record.version) if record.version else None),
+    ]
+    for name, value in rows:
+        if value:
+            grid.add_row(name, Text(value))
+    return Panel(grid, title=Text(record.id, style="cyan"), title_align="left", expand=False)
+
+
+# -- command results ------------------------------------------------------------------
+
+
+def print_search(result: SearchResult, *, embedder_id: str, as_json: bool) -> None:
+    """The hits; in human mode also the embedder and ranking used, and warnings, on
+    stderr. JSON output is the result alone (its warnings are inside it)."""
+    if as_json:
+        print_json(result.to_json())
+        return
+    if result.ids_only:
+        for record_id in result.ids():
+            typer.echo(record_id)
+    elif result.hits:
+        console().print(search_table(result))
+    else:
+        console().print("no records match", style="dim")
+    print_note(embedder_note(embedder_id, result.ranking.value))
+    # The service's warnings already say how many records had no vector, and why.
+    print_warnings(result.warnings)
+
+
+def print_written(ids: list[str], versions: list[int], warnings: list[str], *, verb: str) -> None:
+    for record_id, version in zip(ids, versions, strict=True):
+        console().print(Text.assemble(f"{verb} ", (record_id, "cyan"), f" version {version}"))
+    print_warnings(warnings)
+
+
+@contextmanager
+def progress_bar(description: str) -> Iterator[Callable[[int, int], None]]:
+    """A transient progress bar on stderr (drawn only on a terminal); yields the
+    ``progress(done, total)`` callback a long job calls as it goes."""
+    console = Console(stderr=True)
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+    task = bar.add_task(description, total=None)
+
+    def advance(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    with bar:
+        yield advance

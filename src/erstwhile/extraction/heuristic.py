@@ -1,0 +1,142 @@
+"""The ``heuristic`` extractor: deterministic, in-process, no configuration.
+
+It finds capitalised names (``Ada Lovelace``, ``PostgreSQL``), ``@handles`` and
+`code spans`, and reads a fact when a phrase of a fixed table stands alone between
+two names in one sentence: "Ada works on Erstwhile", "Erstwhile depends on `sqlite3`".
+A phrase also says what its ends are (who works on what is a person and a project);
+a handle is a person and a code span a tool; everything else is ``other``. Modest on
+purpose: it never guesses across sentences and never invents a name, and a lone
+capitalised word opening a sentence is a name only if the text names it elsewhere too
+or a phrase makes it part of a fact.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from erstwhile.domain.graph import OTHER_KIND
+from erstwhile.extraction.base import Extractor
+
+CONFIDENCE = 0.8
+
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+_CODE = re.compile(r"`([^`\n]{1,100})`")
+_HANDLE = re.compile(r"(?<![\w@])@[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,37}[A-Za-z0-9_])?")
+_WORD = r"[A-Z][A-Za-z0-9]*(?:[+#]+|(?:[-.'][A-Za-z0-9]+)*)"
+_NAME = re.compile(rf"(?<![\w@`]){_WORD}(?:[ \t]+{_WORD})*")
+_FILLER = frozenset(
+    {"also", "now", "still", "actively", "mainly", "heavily", "directly", "which", "who", "that"}
+)
+
+# Capitalised for grammar, not because they name something.
+_STOP_WORDS = """a an the this that these those it its he she they we i you me him her us them
+our my his their your in on at by for with from to of and but or nor if when while after
+before since until as so yet then there here today yesterday tomorrow also yes no not please
+what which who whom whose where why how all any each every some many most much few monday
+tuesday wednesday thursday friday saturday sunday january february march april may june
+july august september october november december nothing something everything anything
+nobody somebody everybody someone everyone"""
+_STOP = frozenset(_STOP_WORDS.split())
+
+# phrase -> (predicate, kind of the subject, kind of the object); None leaves it open
+_PHRASES: dict[str, tuple[str, str | None, str | None]] = {}
+for _phrases, _fact in (
+    ("works on|work on|is working on|worked on|contributes to|maintains|leads|hacks on"
+     "|develops|builds", ("works_on", "person", "project")),
+    ("is a member of|is member of|member of|joined|works at|works for|is employed by",
+     ("member_of", "person", "organization")),
+    ("depends on|depend on|requires|relies on|is built on", ("depends_on", "project", "tool")),
+    ("uses|use|is using|used|runs on|is written in", ("uses", None, "tool")),
+    ("owns|own", ("owns", None, None)),
+    ("is part of|is a part of|belongs to|is a component of", ("part_of", None, None)),
+    ("is located in|is based in|located in|based in|lives in", ("located_in", None, "place")),
+    ("is related to|relates to", ("related_to", None, None)),
+):  # fmt: skip
+    for _words in _phrases.split("|"):
+        _PHRASES[_words] = _fact
+
+
+@dataclass(frozen=True)
+class _Span:
+    start: int
+    end: int
+    name: str
+    kind: str | None
+
+
+def _names(sentence: str) -> list[_Span]:
+    """The names of one sentence, in order, none overlapping (code, then handles)."""
+    spans: list[_Span] = []
+
+    def free(start: int, end: int) -> bool:
+        return all(end <= s.start or start >= s.end for s in spans)
+
+    for match in _CODE.finditer(sentence):
+        name = match.group(1).strip()
+        if name:
+            spans.append(_Span(match.start(), match.end(), name, "tool"))
+    for match in _HANDLE.finditer(sentence):
+        if free(match.start(), match.end()):
+            spans.append(_Span(match.start(), match.end(), match.group(0), "person"))
+    for match in _NAME.finditer(sentence):
+        if not free(match.start(), match.end()):
+            continue
+        words = match.group(0).split()
+        start = match.start()
+        while words and words[0].lower() in _STOP:  # "The Apollo project" -> "Apollo"
+            start = sentence.index(words[0], start) + len(words[0])
+            words.pop(0)
+        if words:
+            start = sentence.index(words[0], start)
+            spans.append(_Span(start, match.end(), " ".join(words), None))
+    return sorted(spans, key=lambda s: s.start)
+
+
+def _phrase(between: str) -> tuple[str, str | None, str | None] | None:
+    words = between.strip(" \t,:").lower().split()
+    while words and words[0] in _FILLER:
+        words.pop(0)
+    return _PHRASES.get(" ".join(words)) if words else None
+
+
+class HeuristicExtractor(Extractor):
+    """Names, handles, code spans and a phrase table; the same text, the same answer."""
+
+    provider = "heuristic"
+
+    def _extract(self, text: str) -> dict[str, Any]:
+        kinds: dict[str, str | None] = {}
+        facts: list[dict[str, Any]] = []
+        # A lone capitalised word opening a sentence ("Lunch was good") is grammar
+        # unless the text also names it elsewhere or a phrase makes it part of a fact.
+        openers: set[str] = set()
+        named: set[str] = set()
+        for sentence in _SENTENCE.split(text):
+            spans = _names(sentence)
+            first = len(sentence) - len(sentence.lstrip())
+            for span in spans:
+                kinds.setdefault(span.name, span.kind)
+                lone = span.kind is None and " " not in span.name and span.start == first
+                (openers if lone else named).add(span.name)
+            for left, right in itertools.pairwise(spans):
+                found = _phrase(sentence[left.end : right.start])
+                if found is None or left.name == right.name:
+                    continue
+                predicate, subject_kind, object_kind = found
+                for name, kind in ((left.name, subject_kind), (right.name, object_kind)):
+                    named.add(name)
+                    if kind is not None and kinds.get(name) is None:
+                        kinds[name] = kind
+                facts.append(
+                    {"subject": left.name, "predicate": predicate, "object": right.name,
+                     "confidence": CONFIDENCE}
+                )  # fmt: skip
+        entities = [
+            {"name": name, "kind": kind or OTHER_KIND}
+            for name, kind in kinds.items()
+            if name in named or name not in openers
+        ]
+        return {"entities": entities, "facts": facts}

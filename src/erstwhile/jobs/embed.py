@@ -1,0 +1,175 @@
+"""The embed job: fills a namespace's missing vectors for its current embedder.
+
+It reads records with no vector for the embedder in batches, embeds them and stores
+the vectors, each batch in its own transaction — so a pause, a crash or a re-run
+loses nothing and embeds nothing twice. A provider failure fails the job, visibly
+(the job row says ``failed`` with the error) and raises.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from erstwhile.domain.errors import ErstwhileError, ProviderFailed
+from erstwhile.domain.time import now_us
+from erstwhile.embedding.base import Embedder
+from erstwhile.store.base import Store
+
+log = logging.getLogger("erstwhile.jobs")
+
+Progress = Callable[[int, int], None]  # (done, total)
+
+
+@dataclass(frozen=True)
+class JobReport:
+    job_id: int
+    namespace: str
+    embedder_id: str
+    embedded: int
+    remaining: int
+
+
+class NamespaceLocks:
+    """One lock per namespace, so a namespace's backlog is worked by one job at a time."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def __call__(self, namespace: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(namespace, threading.Lock())
+
+
+def this_process() -> str:
+    """The owner a job row records: "host:pid" (computed per call: a fork changes it)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _process_gone(owner: str) -> bool:
+    """Whether ``owner`` names a process of this host that no longer exists. A process
+    on another host, or an owner that can't be read, is never presumed gone."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # alive, owned by another user
+    return False
+
+
+def mark_interrupted(store: Store) -> list[int]:
+    """Marks ``interrupted`` every job still ``running`` whose process on this host has
+    ended (killed, crashed, powered off). Their work is not lost: the database is the
+    cursor, and the next job carries on from it. Returns the ids marked."""
+    marked = []
+    for job in store.jobs(state="running"):
+        if job["owner"] and _process_gone(job["owner"]):
+            follower = "embed" if job["type"] == "reindex" else job["type"]
+            store.job_update(
+                job["id"],
+                state="interrupted",
+                done=job["done"],
+                error=f"interrupted: its process ({job['owner']}) ended before it finished;"
+                f" the next {follower} job carries on where it stopped",
+                now=now_us(),
+            )
+            marked.append(job["id"])
+    return marked
+
+
+def run_embed_job(
+    store: Store,
+    namespace: str,
+    embedder: Embedder,
+    *,
+    job_type: str = "embed",
+    progress: Progress | None = None,
+) -> JobReport:
+    job_id = store.job_start(job_type, namespace, now_us(), this_process())
+    total = store.backlog_count(namespace, embedder.embedder_id)
+    done = 0
+    batch = max(embedder.batch_size, 1)  # one provider call per transaction: progress is durable
+    try:
+        while True:
+            pending = store.backlog(namespace, embedder.embedder_id, batch)
+            if not pending:
+                break
+            vectors = embedder.embed_documents([content for _, _, content in pending])
+            done += store.store_vectors(
+                namespace,
+                embedder.embedder_id,
+                [(rowid, digest, vectors[i]) for i, (rowid, digest, _) in enumerate(pending)],
+            )
+            store.job_update(job_id, state="running", done=done, error=None, now=now_us())
+            if progress is not None:
+                progress(done, max(total, done))
+    except ErstwhileError as error:
+        store.job_update(job_id, state="failed", done=done, error=error.message, now=now_us())
+        log.warning("embed job %s for %s failed: %s", job_id, namespace, error.message)
+        if isinstance(error, ProviderFailed):
+            raise
+        raise ProviderFailed(error.message) from None
+    store.job_update(job_id, state="done", done=done, error=None, now=now_us())
+    remaining = store.backlog_count(namespace, embedder.embedder_id)
+    return JobReport(job_id, namespace, embedder.embedder_id, done, remaining)
+
+
+class BackgroundEmbedder:
+    """Works queued namespaces on one daemon thread; a namespace queued while it
+    already waits is coalesced into the waiting job."""
+
+    def __init__(self, work: Callable[[str], object]) -> None:
+        self._work = work
+        self._waiting: list[str] = []
+        self._cond = threading.Condition()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="erstwhile-embed", daemon=True)
+        self._thread.start()
+
+    def schedule(self, namespace: str) -> None:
+        with self._cond:
+            if namespace not in self._waiting and not self._stopped:
+                self._waiting.append(namespace)
+                self._cond.notify()
+
+    def idle(self, timeout: float = 60.0) -> bool:
+        """Waits until nothing is queued or running; True if it got there."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._waiting and not self._busy, timeout)
+
+    _busy = False
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._waiting or self._stopped)
+                if self._stopped:
+                    return
+                namespace = self._waiting.pop(0)
+                self._busy = True
+            try:
+                self._work(namespace)
+            except ErstwhileError:
+                pass  # recorded on the job row and logged by the job itself
+            except Exception:  # a background thread must not die silently
+                log.exception("background embed job for %s crashed", namespace)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._waiting.clear()
+            self._cond.notify_all()
+        self._thread.join(timeout=30)

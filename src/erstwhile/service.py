@@ -1,0 +1,816 @@
+"""The one façade every interface calls: validation, ids, time, embedding, ranking.
+
+Adapters (the Python API, the CLI, REST, MCP, gRPC) convert their wire format into
+domain types once and call this; the store below it holds all SQL.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+
+from erstwhile.domain.errors import (
+    ErstwhileError,
+    InvalidInput,
+    NotFound,
+    PolicyLimit,
+    ProviderFailed,
+    ReindexNeeded,
+    SemanticUnavailable,
+)
+from erstwhile.domain.fusion import RRF_K, reciprocal_rank_fusion
+from erstwhile.domain.ids import new_id
+from erstwhile.domain.ledger import ChangesPage, LedgerEntry
+from erstwhile.domain.records import (
+    Record,
+    UpsertResult,
+    superseding,
+    updated,
+    validate_namespace,
+    validate_record_id,
+)
+from erstwhile.domain.search import (
+    Expand,
+    ExpireRequest,
+    Hit,
+    Ranking,
+    SearchRequest,
+    SearchResult,
+    query_words,
+)
+from erstwhile.domain.time import now_us
+from erstwhile.domain.vectors import MAX_COUNT, MAX_INT64, unit_rows
+from erstwhile.domain.words import check_language, query_terms, terms
+from erstwhile.embedding.base import Embedder
+from erstwhile.embedding.binding import EmbedderBinding, check_dimensions
+from erstwhile.extraction.base import Extractor
+from erstwhile.extraction.config import DEFAULT_MIN_CONFIDENCE
+from erstwhile.jobs.embed import (
+    BackgroundEmbedder,
+    JobReport,
+    NamespaceLocks,
+    Progress,
+    mark_interrupted,
+    run_embed_job,
+)
+from erstwhile.jobs.extract import run_extract_job
+from erstwhile.jobs.mining import MineReport, MineRequest, run_mine_job
+from erstwhile.rerank import Reranker, rerank_hits
+from erstwhile.service_graph import GraphMethods
+from erstwhile.store.base import LexicalHits, SemanticHits, Store
+
+if TYPE_CHECKING:
+    from erstwhile.access import Access
+
+log = logging.getLogger("erstwhile.service")
+
+LOCAL_ACTOR = "local"
+JOB_TYPES = ("embed", "extract", "reindex", "mine")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Caps that keep one caller from taking a shared server down (SPEC §11).
+
+    ``None`` is no cap (the embedded default: the caller owns the process). A request
+    over a cap is refused with :class:`PolicyLimit`, never silently truncated."""
+
+    max_top_k: int | None = None
+    max_candidate_k: int | None = None
+    max_records_per_upsert: int | None = None
+    max_content_bytes: int | None = None
+    max_max_rows: int | None = None
+
+    def check_upsert(self, records: Sequence[Record], *, count: bool = True) -> None:
+        if count:
+            _cap(
+                len(records),
+                self.max_records_per_upsert,
+                "records",
+                "max_records_per_upsert",
+                "send them in smaller batches",
+            )
+        if self.max_content_bytes is not None:
+            for index, record in enumerate(records):
+                _cap(
+                    len(record.content.encode("utf-8")),
+                    self.max_content_bytes,
+                    f"records[{index}].content (bytes)",
+                    "max_content_bytes",
+                    "split the content into several records",
+                )
+
+    def check_search(self, request: SearchRequest) -> None:
+        _cap(request.top_k, self.max_top_k, "top_k", "max_top_k", "ask for fewer hits")
+        if request.candidate_k is not None:
+            _cap(
+                request.candidate_k,
+                self.max_candidate_k,
+                "candidate_k",
+                "max_candidate_k",
+                "ask for a shallower lane depth",
+            )
+
+    def check_expire(self, request: ExpireRequest) -> None:
+        _cap(
+            request.max_rows,
+            self.max_max_rows,
+            "max_rows",
+            "max_max_rows",
+            "expire in several smaller calls",
+        )
+
+    def lane_depth(self, request: SearchRequest) -> int:
+        """The hybrid lane depth: the caller's (checked), or the default kept under the cap."""
+        depth = request.lane_depth()
+        if request.candidate_k is None and self.max_candidate_k is not None:
+            depth = max(min(depth, self.max_candidate_k), request.top_k)
+        return depth
+
+
+def _cap(value: int, cap: int | None, field: str, setting: str, fix: str) -> None:
+    if cap is not None and value > cap:
+        raise PolicyLimit(
+            f"{field} is {value}, over the configured limit of {cap} (policy.{setting}); {fix}"
+        )
+
+
+class _AnnouncingStore:
+    """The store, telling ``announce`` the id of the job row a job opens."""
+
+    def __init__(self, store: Store, announce: Callable[[int], None]) -> None:
+        self._store = store
+        self._announce = announce
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def job_start(self, job_type: str, namespace: str, now: int, owner: str) -> int:
+        job_id = self._store.job_start(job_type, namespace, now, owner)
+        self._announce(job_id)
+        return job_id
+
+
+#: Changes per page by default (``changes``).
+DEFAULT_CHANGES = 100
+
+
+class Service(GraphMethods):
+    """The one façade every adapter calls: validates input, applies the policy,
+    reads the clock once per call, and drives the store, the embedders and jobs."""
+
+    def __init__(
+        self,
+        store: Store,
+        embedders: EmbedderBinding | None = None,
+        *,
+        background_jobs: bool = False,
+        policy: Policy | None = None,
+        extractor: Extractor | None = None,
+        min_confidence: float = DEFAULT_MIN_CONFIDENCE,
+        text_search: Mapping[str, str] | None = None,
+        clock: Callable[[], int] = now_us,
+        reranker: Reranker | None = None,
+    ) -> None:
+        """``text_search`` binds namespaces to a text-search language (SPEC §2;
+        :mod:`erstwhile.domain.words`): a namespace indexed in another is re-indexed
+        now. Namespaces not named keep theirs (a new one: the default, English)."""
+        self.store = store
+        #: the one clock of every call (record time); a test may set its own
+        self.clock = clock
+        self.embedders = embedders or EmbedderBinding(None)
+        self.policy = policy or Policy()
+        #: the optional rerank stage after fusion (:mod:`erstwhile.rerank`); None: off
+        self.reranker = reranker
+        self.extractor = extractor
+        self.min_confidence = min_confidence
+        self._job_locks = NamespaceLocks()
+        self._extract_locks = NamespaceLocks()
+        self._assert_lock = threading.Lock()
+        self.background: BackgroundEmbedder | None = None
+        mark_interrupted(store)
+        for namespace, language in (text_search or {}).items():
+            store.set_text_search(validate_namespace(namespace), check_language(language))
+        if background_jobs:
+            self.background = BackgroundEmbedder(self._background_work)
+            for namespace in store.namespaces():
+                self._queue_if_backlog(namespace)
+
+    @cached_property
+    def access(self) -> Access:
+        """Token management (create, list, disable, authenticate) on this store: how
+        adapters reach tokens, never through ``store``."""
+        from erstwhile.access import Access  # access builds on this module
+
+        return Access(self.store)
+
+    def close(self) -> None:
+        """Stops background jobs and releases the embedders and the store."""
+        if self.background is not None:
+            self.background.stop()
+        self.embedders.close()
+        if self.extractor is not None:
+            self.extractor.close()
+        if self.reranker is not None:
+            self.reranker.close()
+        self.store.close()
+
+    def embedder_for(self, namespace: str) -> Embedder | None:
+        """The embedder bound to ``namespace`` (None: the namespace has none)."""
+        return self.embedders.for_namespace(namespace)
+
+    # -- writes ---------------------------------------------------------------
+
+    def upsert(
+        self,
+        namespace: str,
+        records: Sequence[Record],
+        *,
+        actor: str = LOCAL_ACTOR,
+        units: np.ndarray | None = None,
+    ) -> UpsertResult:
+        """Validates and writes ``records`` as one all-or-nothing batch (each created or
+        revised by the revision rules), embedding what the namespace's embedder can.
+        ``units``: when every record comes with a vector, already checked (finite as
+        float32, not all zeros) by :func:`~erstwhile.domain.vectors.unit_rows`, its
+        rows, in the records' order (the embedder's size is still checked here)."""
+        validate_namespace(namespace)
+        if not records:
+            raise InvalidInput("records must hold at least one record")
+        return self.ingest(namespace, records, (), actor=actor, units=units)
+
+    def ingest(
+        self,
+        namespace: str,
+        records: Sequence[Record],
+        invalidations: Sequence[tuple[str, int]],
+        *,
+        actor: str = LOCAL_ACTOR,
+        capped: bool = True,
+        units: np.ndarray | None = None,
+    ) -> UpsertResult:
+        """One batch of an ingestion job (import, mine): ``records`` are upserted as by
+        :meth:`upsert`, and each ``(id, at)`` of ``invalidations`` is invalidated, all
+        in one transaction. ``capped=False``: the batch is the server's own (a mine job
+        sizes its batches itself and never splits a document), not a caller's request,
+        so the per-request record cap does not apply; the content cap still does."""
+        validate_namespace(namespace)
+        for record_id, _ in invalidations:
+            validate_record_id(record_id, "invalidations[].id")
+        self.policy.check_upsert(records, count=capped)
+        embedder = self.embedder_for(namespace)
+        given = [r.vector for r in records if r.vector is not None]
+        if embedder is None or not given:
+            units = None
+        elif units is not None and len(given) == len(records) == len(units):
+            if units.shape[1] != embedder.dimensions:
+                units = None  # the one-by-one checks below name the first record
+        elif len(given) == len(records):  # all checked at once; one by one if any is bad
+            units = unit_rows(given, embedder.dimensions)
+        else:
+            units = None
+        prepared: list[Record] = []
+        seen: set[str] = set()
+        for index, record in enumerate(records):
+            if record.id:
+                validate_record_id(record.id, f"records[{index}].id")
+            else:
+                record = updated(record, {"id": new_id()})
+            if record.id in seen:
+                raise InvalidInput(
+                    f"records[{index}].id {record.id!r} appears twice in one batch; "
+                    "send one write per id"
+                )
+            seen.add(record.id)
+            if record.vector is None and not record.content.strip():
+                raise InvalidInput(
+                    f"records[{index}].content is empty: give the text to remember "
+                    "(or a vector to store without text)"
+                )
+            if record.vector is not None:
+                if embedder is None:
+                    raise SemanticUnavailable(
+                        f"records[{index}].vector was given but namespace {namespace!r} has "
+                        "no embedder to store it under; configure one"
+                    )
+                if units is None:  # checked here; the store keeps it at unit length
+                    check_dimensions(embedder, record.vector, f"records[{index}].vector")
+            prepared.append(record)
+        warnings: list[str] = []
+        if embedder is not None and units is None:
+            prepared = self._embed_inline(embedder, prepared, warnings)
+        written = self.store.upsert(
+            namespace,
+            prepared,
+            now=self.clock(),
+            actor=actor,
+            embedder_id=embedder.embedder_id if embedder else None,
+            invalidations=invalidations,
+            units=units,
+        )
+        if warnings or self.extractor is not None:
+            self._queue_if_backlog(namespace)
+        return UpsertResult(
+            ids=[i for i, _ in written], versions=[v for _, v in written], warnings=warnings
+        )
+
+    @staticmethod
+    def _embed_inline(
+        embedder: Embedder, records: list[Record], warnings: list[str]
+    ) -> list[Record]:
+        """Embeds the records that came without a vector. A provider failure never
+        fails the write: the record is stored and the embed job retries later."""
+        todo = [i for i, r in enumerate(records) if r.vector is None]
+        if not todo:
+            return records
+        try:
+            vectors = embedder.embed_documents([records[i].content for i in todo])
+        except ProviderFailed as error:
+            warnings.append(
+                f"embedding_failed: {error.message}; stored without a vector, "
+                "the embed job will retry"
+            )
+            return records
+        embedded = list(records)
+        for position, index in enumerate(todo):
+            embedded[index] = records[index].model_copy(
+                update={"vector": vectors[position].tolist()}
+            )
+        return embedded
+
+    def set_embedding(
+        self, namespace: str, record_id: str, vector: list[float], *, actor: str = LOCAL_ACTOR
+    ) -> None:
+        """Stores a caller-computed vector for a record, checked against the
+        namespace's embedder dimensions."""
+        validate_namespace(namespace)
+        validate_record_id(record_id)
+        embedder = self.embedder_for(namespace)
+        if embedder is None:
+            raise SemanticUnavailable(
+                f"namespace {namespace!r} has no embedder to store a vector under"
+            )
+        unit = check_dimensions(embedder, vector, "vector")
+        self.store.set_embedding(
+            namespace, record_id, embedder.embedder_id, unit,
+            now=self.clock(), actor=actor,
+        )  # fmt: skip
+
+    def supersede(
+        self, namespace: str, old_id: str, record: Record, *, actor: str = LOCAL_ACTOR
+    ) -> UpsertResult:
+        """Writes ``record`` as the successor of ``old_id`` (closing the old one)."""
+        return self.upsert(namespace, [superseding(record, old_id)], actor=actor)
+
+    def invalidate(
+        self, namespace: str, record_id: str, at: int | None = None, *, actor: str = LOCAL_ACTOR
+    ) -> int:
+        """Ends a record's validity at ``at`` (default now) without a successor;
+        returns the current version."""
+        validate_namespace(namespace)
+        validate_record_id(record_id)
+        now = self.clock()
+        version = self.store.invalidate(
+            namespace, record_id, now if at is None else at, now=now, actor=actor
+        )
+        if self.extractor is not None:
+            self._queue_if_backlog(namespace)  # the sweep closes what the record said
+        return version
+
+    def delete(
+        self, namespace: str, record_id: str, *, hard: bool = False, actor: str = LOCAL_ACTOR
+    ) -> None:
+        """Soft deletes (a tombstone; history kept) or hard deletes every trace."""
+        validate_namespace(namespace)
+        validate_record_id(record_id)
+        self.store.delete(namespace, record_id, hard=hard, now=self.clock(), actor=actor)
+
+    def expire(self, namespace: str, request: ExpireRequest, *, actor: str = LOCAL_ACTOR) -> int:
+        """Applies an expire request within the policy caps; returns how many records."""
+        validate_namespace(namespace)
+        self.policy.check_expire(request)
+        return self.store.expire(namespace, request, now=self.clock(), actor=actor)
+
+    def verify(
+        self, namespace: str, record_id: str, reviewer: str, *, actor: str = LOCAL_ACTOR
+    ) -> int:
+        """Marks a record verified by ``reviewer``; returns the current version."""
+        validate_namespace(namespace)
+        validate_record_id(record_id)
+        if not reviewer or not reviewer.strip():
+            raise InvalidInput("reviewer must name who verified the record")
+        return self.store.verify(namespace, record_id, reviewer, now=self.clock(), actor=actor)
+
+    # -- jobs -----------------------------------------------------------------
+
+    def embed(
+        self, namespace: str, *, progress: Progress | None = None, reindex: bool = False
+    ) -> JobReport:
+        """Fills the namespace's vector backlog now (``reindex``: re-embed everything)."""
+        return self._embed(self.store, namespace, progress=progress, reindex=reindex)
+
+    def _embed(
+        self, store: Store, namespace: str, *, progress: Progress | None, reindex: bool
+    ) -> JobReport:
+        validate_namespace(namespace)
+        embedder = self.embedder_for(namespace)
+        if embedder is None:
+            raise SemanticUnavailable(f"namespace {namespace!r} has no embedder configured")
+        with self._job_locks(namespace):
+            if reindex:
+                store.clear_vectors(namespace, embedder.embedder_id)
+            return run_embed_job(
+                store, namespace, embedder, progress=progress,
+                job_type="reindex" if reindex else "embed",
+            )  # fmt: skip
+
+    def mine(
+        self,
+        namespace: str,
+        request: MineRequest,
+        *,
+        progress: Progress | None = None,
+        actor: str = LOCAL_ACTOR,
+    ) -> MineReport:
+        """Mines a folder into the namespace now (SPEC §9; see :mod:`erstwhile.jobs.mining`),
+        then queues the jobs that derive from what it wrote."""
+        return self._mine(self.store, namespace, request, progress=progress, actor=actor)
+
+    def _mine(
+        self,
+        store: Store,
+        namespace: str,
+        request: MineRequest,
+        *,
+        progress: Progress | None,
+        actor: str,
+    ) -> MineReport:
+        validate_namespace(namespace)
+
+        def write(records: list[Record], invalidations: list[tuple[str, int]]) -> UpsertResult:
+            return self.ingest(namespace, records, invalidations, actor=actor, capped=False)
+
+        with self._job_locks(f"mine {namespace}"):
+            report = run_mine_job(store, write, namespace, request, progress=progress)
+        self.queue_derived(namespace)
+        return report
+
+    def queue_derived(self, namespace: str) -> None:
+        """Queues the jobs that derive data from newly ingested records (on the
+        background worker, when this service runs one): embed, for any vector backlog,
+        and extract (SPEC §8), which reads mined records, when an extractor is set."""
+        self._queue_if_backlog(namespace)
+
+    def start_job(
+        self,
+        job_type: str,
+        namespace: str,
+        mine: MineRequest | None = None,
+        *,
+        actor: str = LOCAL_ACTOR,
+    ) -> int:
+        """Starts an ``embed``, ``extract``, ``reindex`` or ``mine`` job (``mine`` says what
+        to mine) on its own thread and returns the id of its job row as soon as it has one;
+        ``jobs()`` follows it from there."""
+        if job_type not in JOB_TYPES:
+            raise InvalidInput(
+                f"type {job_type!r} is not a job erstwhile runs; use one of " + ", ".join(JOB_TYPES)
+            )
+        validate_namespace(namespace)
+        if (job_type == "mine") != (mine is not None):
+            raise InvalidInput(
+                "path is required for a mine job (the folder to mine)"
+                if job_type == "mine"
+                else f"path, include, exclude and source apply to mine jobs only, not {job_type}"
+            )
+        if mine is not None:
+            mine.folder()  # refused now, before a job row exists, when it is not a folder
+        elif job_type == "extract":
+            extractor = self._require_extractor(namespace)
+        elif self.embedder_for(namespace) is None:
+            raise SemanticUnavailable(f"namespace {namespace!r} has no embedder configured")
+        started: queue.Queue[int | ErstwhileError] = queue.Queue()
+        store = cast(Store, _AnnouncingStore(self.store, started.put))
+
+        def work() -> None:
+            try:
+                if mine is not None:
+                    self._mine(store, namespace, mine, progress=None, actor=actor)
+                elif job_type == "extract":
+                    with self._extract_locks(namespace):
+                        run_extract_job(store, namespace, extractor,
+                                        min_confidence=self.min_confidence,
+                                        clock=self.clock)  # fmt: skip
+                else:
+                    self._embed(store, namespace, progress=None, reindex=job_type == "reindex")
+            except ErstwhileError as error:
+                started.put(error)  # ignored when the job row exists: it records the failure
+            except Exception as error:  # a worker thread must not die silently
+                log.exception("%s job for %s crashed", job_type, namespace)
+                started.put(ErstwhileError(f"the {job_type} job crashed: {error}"))
+
+        threading.Thread(target=work, name=f"erstwhile-{job_type}", daemon=True).start()
+        outcome = started.get()
+        if isinstance(outcome, ErstwhileError):
+            raise outcome
+        return outcome
+
+    def jobs(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        """Job rows, oldest first: id, type, namespace, state, done, error, created_at,
+        updated_at (instants in microseconds)."""
+        return self.store.jobs(namespace)
+
+    def job(self, job_id: int) -> dict[str, Any]:
+        """One job by id, or :class:`NotFound`."""
+        # ids are 64-bit integers in both stores: a larger number names no job
+        for job in self.store.jobs(job_id=job_id) if abs(job_id) < 2**63 else []:
+            return job
+        raise NotFound(f"job {job_id} does not exist")
+
+    def namespaces(self) -> list[str]:
+        """Every namespace written to, by name."""
+        return self.store.namespaces()
+
+    def audit(self, namespace: str) -> dict[str, Any]:
+        """A namespace's embedder, vector backlog and recent jobs."""
+        validate_namespace(namespace)
+        if namespace not in self.store.namespaces():
+            raise NotFound(f"namespace {namespace!r} does not exist (nothing was written to it)")
+        return {
+            "namespace": namespace,
+            "embedder": self.embedders.describe(namespace),
+            "backlog": self.backlog(namespace),
+            "records": self.store.record_counts(namespace, now_us()),
+            "extractor": self.describe_extractor(),
+            "extraction_backlog": self.extraction_backlog(namespace),
+            "jobs": self.store.jobs(namespace, last=10),
+        }
+
+    def _background_work(self, namespace: str) -> None:
+        """A queued namespace's backlogs: vectors first, then the graph."""
+        embedder = self.embedder_for(namespace)
+        if embedder is not None and self.store.backlog_count(namespace, embedder.embedder_id):
+            with self._job_locks(namespace):
+                run_embed_job(self.store, namespace, embedder)
+        graph = self.store.graph
+        if self.extractor is not None and (
+            self.extraction_backlog(namespace) or graph.unswept(namespace)
+        ):  # a job row only when there is work: writes queue this often
+            with self._extract_locks(namespace):
+                run_extract_job(self.store, namespace, self.extractor,
+                                min_confidence=self.min_confidence, clock=self.clock)  # fmt: skip
+
+    def _queue_if_backlog(self, namespace: str) -> None:
+        if self.background is None:
+            return
+        embedder = self.embedder_for(namespace)
+        if embedder is not None and self.store.backlog_count(namespace, embedder.embedder_id):
+            self.background.schedule(namespace)
+        elif self.extractor is not None:
+            # the extract job also sweeps, so it runs after any change, backlog or not
+            self.background.schedule(namespace)
+
+    def backlog(self, namespace: str) -> int:
+        """How many records of ``namespace`` have no vector from its embedder yet."""
+        embedder = self.embedder_for(namespace)
+        return self.store.backlog_count(namespace, embedder.embedder_id) if embedder else 0
+
+    # -- reads ----------------------------------------------------------------
+
+    def get(
+        self,
+        namespace: str,
+        record_id: str,
+        version: int | None = None,
+        known_at: int | None = None,
+    ) -> Record:
+        """The current record, one of its versions, or its version as known at record
+        time ``known_at``; :class:`NotFound` if none."""
+        validate_namespace(namespace)
+        validate_record_id(record_id)
+        if version is not None and version < 1:
+            raise InvalidInput(f"version must be 1 or more, got {version}")
+        if known_at is not None:
+            if version is not None:
+                raise InvalidInput("version and known_at are mutually exclusive; choose one")
+            return self.store.get(namespace, record_id, known_at=known_at)
+        try:
+            if version is not None and version > MAX_INT64:
+                # versions are 64-bit in both stores: a larger number names no version
+                raise NotFound(f"record {record_id!r} has no version {version}")
+            return self.store.get(namespace, record_id, version)
+        except NotFound:
+            if version is not None and not self.store.versions(namespace, record_id):
+                # asked for a version of a record that is not there at all: say that
+                raise NotFound(
+                    f"record {record_id!r} does not exist in namespace {namespace!r}"
+                ) from None
+            raise
+
+    def history(
+        self,
+        namespace: str,
+        record_id: str,
+        known_at: int | None = None,
+        *,
+        versions: bool = False,
+    ) -> list[Record]:
+        """Every record of the supersession chain through ``record_id``, oldest first;
+        as known at record time ``known_at`` when given. Each carries its record-time
+        range: from ``updated_at`` until ``known_until``, the instant a later version
+        replaced it (None while current). With ``versions``, every stored version of
+        each record of the chain (in-place rewrites too), oldest first in record time."""
+        validate_namespace(namespace)
+        validate_record_id(record_id)
+        return self.store.history(namespace, record_id, known_at, versions=versions)
+
+    def changes(
+        self,
+        namespace: str,
+        since: int,
+        until: int | None = None,
+        *,
+        after: int | None = None,
+        limit: int = DEFAULT_CHANGES,
+    ) -> ChangesPage:
+        """What was recorded in the namespace in record time ``[since, until)`` (until
+        now by default): added, revised, invalidated, deleted and verified records,
+        oldest first, a page of ``limit`` after ledger seq ``after``."""
+        validate_namespace(namespace)
+        until = self.clock() + 1 if until is None else until
+        if since >= until:
+            raise InvalidInput("since must be earlier than until (the period is empty)")
+        if not 1 <= limit <= MAX_COUNT:
+            raise InvalidInput(f"limit must be between 1 and {MAX_COUNT}, got {limit}")
+        if after is not None and not 0 <= after <= MAX_INT64:
+            raise InvalidInput(f"after must be a seq from a previous page, got {after}")
+        return self.store.changes(namespace, since, until, after=after, limit=limit)
+
+    def ledger(self, namespace: str, record_id: str) -> list[LedgerEntry]:
+        """The ledger entries of one record id, oldest first (a hard-deleted id keeps
+        them); :class:`NotFound` when the ledger never saw the id."""
+        validate_namespace(namespace)
+        validate_record_id(record_id)
+        entries = self.store.ledger(namespace, record_id)
+        if not entries:
+            raise NotFound(f"record {record_id!r} does not exist in namespace {namespace!r}")
+        return entries
+
+    def search(self, namespace: str, request: SearchRequest) -> SearchResult:
+        """Runs a search (lexical, semantic or hybrid; scoped in time) within the policy
+        caps, fusing lanes and reporting what could not be searched as warnings."""
+        validate_namespace(namespace)
+        self.policy.check_search(request)
+        if isinstance(request.expand, Expand):
+            _cap(request.expand.limit, self.policy.max_top_k, "expand.limit", "max_top_k",
+                 "ask for fewer related records")  # fmt: skip
+        window = request.window(self.clock())
+        warnings: list[str] = []
+        embedder = self.embedder_for(namespace)
+        ranking, query_vector = self._plan(namespace, request, embedder, warnings)
+        unembedded = 0
+        lexical: list[tuple[Record, float]] = []
+        semantic: list[tuple[Record, float]] = []
+        # a reranker sees up to its depth of fused hits, then top_k are kept
+        rerank = self.reranker is not None and bool(request.query)
+        wanted = max(request.top_k, self.reranker.depth) if rerank and self.reranker else (
+            request.top_k
+        )  # fmt: skip
+        depth = (
+            wanted if ranking != Ranking.HYBRID else max(wanted, self.policy.lane_depth(request))
+        )
+        if ranking in (Ranking.LEXICAL, Ranking.HYBRID):
+            lexical = self.store.lexical(namespace, request, window, depth)
+        if ranking == Ranking.LEXICAL and not lexical and not self._searchable(namespace, request):
+            warnings.append("query has no searchable words; nothing was matched")
+        if ranking in (Ranking.SEMANTIC, Ranking.HYBRID):
+            assert embedder is not None and query_vector is not None
+            semantic, unembedded = self.store.semantic(
+                namespace, request, window, embedder.embedder_id, query_vector, depth
+            )
+            if unembedded and request.require_complete:
+                raise ReindexNeeded(
+                    f"{unembedded} in-scope records of namespace {namespace!r} have no vector "
+                    f"for {embedder.embedder_id} yet; run `erstwhile embed` (or drop "
+                    "require_complete)"
+                )
+            if unembedded:
+                warnings.append(
+                    f"unembedded: {unembedded} in-scope records have no vector yet and were "
+                    "invisible to the semantic lane"
+                )
+        hits = fuse(ranking, lexical, semantic, wanted)
+        if rerank and self.reranker is not None:
+            hits = rerank_hits(self.reranker, request.query or "", hits)
+        hits = hits[: request.top_k]
+        if request.expand:
+            hits = self._expand(namespace, request, window, hits)
+        if request.include_vector and embedder is not None:
+            vectors = self.store.vectors_for(namespace, [h.record.id for h in hits],
+                                             embedder.embedder_id)  # fmt: skip
+            for hit in hits:
+                hit.record.vector = vectors.get(hit.record.id)
+        return SearchResult(
+            hits=hits, ranking=ranking, unembedded=unembedded, warnings=warnings,
+            ids_only=request.ids_only,
+        )  # fmt: skip
+
+    def _searchable(self, namespace: str, request: SearchRequest) -> bool:
+        """Whether the query has a term the lexical lane could match (not only stop
+        words, in the namespace's language)."""
+        return bool(query_terms(request.query or "", self.store.text_search(namespace)))
+
+    @staticmethod
+    def _plan(
+        namespace: str, request: SearchRequest, embedder: Embedder | None, warnings: list[str]
+    ) -> tuple[Ranking, np.ndarray | None]:
+        """Decides the lanes: keeps a promise or refuses it, and says when auto degrades."""
+        ranking = request.ranking
+        if request.query_vector is not None:
+            if embedder is None:
+                raise SemanticUnavailable(
+                    f"query_vector was given but namespace {namespace!r} has no embedder "
+                    "whose vectors it could be compared with"
+                )
+            # a unit vector: scores are then cosine similarities
+            return Ranking.SEMANTIC, check_dimensions(
+                embedder, request.query_vector, "query_vector"
+            )
+        if ranking == Ranking.LEXICAL:
+            return ranking, None
+        if ranking == Ranking.AUTO and not query_words(request.query or ""):
+            return Ranking.LEXICAL, None  # nothing to match or embed; the caller warns
+        reason = None
+        vector: np.ndarray | None = None
+        if embedder is None:
+            reason = f"namespace {namespace!r} has no embedder configured"
+        else:
+            try:
+                vector = embedder.embed_query(request.query or "")
+            except ProviderFailed as error:
+                reason = f"the query could not be embedded ({error.message})"
+        if vector is None:
+            if ranking != Ranking.AUTO:
+                raise SemanticUnavailable(
+                    f"ranking {ranking.value} needs a query vector, but {reason}; "
+                    "use ranking lexical or auto"
+                )
+            warnings.append(f"semantic_unavailable: {reason}; answered lexically")
+            return Ranking.LEXICAL, None
+        return (Ranking.HYBRID if ranking == Ranking.AUTO else ranking), vector
+
+
+def query_coverage(lexical: list[tuple[Record, float]]) -> dict[str, int]:
+    """Per lexical hit, how many of the query's distinct terms its content holds, in the
+    namespace's text-search language (the terms the lane matched; nothing when the lane
+    did not say what it matched)."""
+    if not isinstance(lexical, LexicalHits) or not lexical.terms:
+        return {}
+    wanted = set(lexical.terms)
+    return {
+        record.id: len(wanted.intersection(terms(record.content, lexical.language)))
+        for record, _ in lexical
+    }
+
+
+def fuse(
+    ranking: Ranking,
+    lexical: list[tuple[Record, float]],
+    semantic: list[tuple[Record, float]],
+    top_k: int,
+) -> list[Hit]:
+    """Turns lane results into hits: one lane as is, or both fused by RRF (k = RRF_K)
+    with the lexical hits' coverage of the query's terms (:mod:`erstwhile.domain.fusion`)."""
+    signals: dict[str, dict[str, dict[str, float | int | str]]] = {}
+    records: dict[str, Record] = {}
+    for rank, (record, score) in enumerate(lexical, start=1):
+        records[record.id] = record
+        signals.setdefault(record.id, {})["lexical"] = {"rank": rank, "score": score}
+    index = semantic.found_by if isinstance(semantic, SemanticHits) else None
+    for rank, (record, similarity) in enumerate(semantic, start=1):
+        records[record.id] = record
+        lane: dict[str, float | int | str] = {"rank": rank, "similarity": similarity}
+        if index is not None:
+            lane["index"] = index  # an approximate index found it (exact otherwise)
+        signals.setdefault(record.id, {})["semantic"] = lane
+    if ranking == Ranking.HYBRID:
+        coverage = query_coverage(lexical)
+        for record_id, held in coverage.items():
+            signals[record_id]["lexical"]["terms"] = held  # what the coverage bonus reads
+        fused = reciprocal_rank_fusion(
+            [[r.id for r, _ in lexical], [r.id for r, _ in semantic]], RRF_K,
+            scores=[[s for _, s in lexical], [s for _, s in semantic]], coverage=coverage,
+        )  # fmt: skip
+    else:
+        fused = [(r.id, score) for r, score in (lexical or semantic)]
+    return [
+        Hit(record=records[record_id], score=score, signals=signals[record_id])
+        for record_id, score in fused[:top_k]
+    ]

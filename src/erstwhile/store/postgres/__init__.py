@@ -1,0 +1,1 @@
+"""The PostgreSQL + pgvector backend: ``erstwhile.open("postgresql://…")``."""

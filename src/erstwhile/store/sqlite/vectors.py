@@ -1,0 +1,423 @@
+"""The vector lane on SQLite: exact cosine over the in-scope rows.
+
+Vectors live in the ``vectors`` table, in the same file and transactions as the
+records. To search them fast, each process keeps a read-through copy per embedder
+in one numpy matrix, refreshed incrementally from ``vectors.seq`` before every
+search; it is never a source of truth. The scope (namespace, filters, the temporal
+rule) is decided in SQL first — a true pre-filter — and only those rows are scored.
+
+Stale cache rows cannot leak: a vector is never deleted while its record lives, it
+is withdrawn (no dimensions, new ``seq``), so a refresh sees every change; a rewritten
+vector gets a new ``seq`` and replaces its cached row; and record rowids are never
+reused (AUTOINCREMENT), so a hard-deleted record's cached row is never in scope.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+
+import numpy as np
+
+from erstwhile.store.sql.scoring import scores_at
+from erstwhile.store.sqlite import ann, vector_file
+from erstwhile.store.sqlite.ann import ListIndex
+
+
+class _Matrix:
+    """All vectors of one embedder, addressable by record rowid."""
+
+    def __init__(self, dimensions: int) -> None:
+        self.dimensions = dimensions
+        self.rows = np.zeros((1024, dimensions), dtype=np.float32)
+        self.count = 0
+        self.position = np.full(1024, -1, dtype=np.int64)  # rowid -> row, -1 = none
+        self.rowid_of = np.full(1024, -1, dtype=np.int64)  # row -> rowid, -1 = withdrawn
+        self.seq = 0
+        self.live = 0  # rowids with a vector
+        self.index = ListIndex(dimensions)
+        #: Bumped when :meth:`regroup` moves rows: positions of one layout are never
+        #: read against the arrays of another (a search holds one :class:`View`).
+        self.layout = 0
+        # while the rows are copied outside the lock (a mapped matrix into memory,
+        # ``_load_mapped``; or into the lists' runs, ``regroup``): the positions
+        # written meanwhile, which the copy takes again at its swap
+        self.written: list[np.ndarray] | None = None
+
+    def reserve(self, rows: int, top_rowid: int) -> None:
+        """Room for ``rows`` vectors and rowids up to ``top_rowid`` (rows past ``count``
+        are never read, so they need no zeroing)."""
+        if rows > self.rows.shape[0]:
+            grown_rows = np.empty((rows, self.dimensions), np.float32)
+            grown_rows[: self.count] = self.rows[: self.count]
+            self.rows = grown_rows
+        if rows > self.rowid_of.shape[0]:
+            grown = np.full(rows, -1, dtype=np.int64)
+            grown[: self.count] = self.rowid_of[: self.count]
+            self.rowid_of = grown
+        if top_rowid >= self.position.shape[0]:
+            grown = np.full(top_rowid + 1, -1, dtype=np.int64)
+            grown[: self.position.shape[0]] = self.position
+            self.position = grown
+
+    def put(self, rowids: np.ndarray, vectors: np.ndarray) -> None:
+        if rowids.shape[0] == 0:  # a write of no vectors (withdraw takes none alike)
+            return
+        top = int(rowids.max())
+        if top >= self.position.shape[0]:
+            self.reserve(0, max(top, 2 * self.position.shape[0]))
+        fresh = np.unique(rowids[self.position[rowids] < 0])
+        need = self.count + fresh.shape[0]
+        if need > self.rows.shape[0]:
+            self.reserve(max(need, 2 * self.rows.shape[0]), 0)
+        self.position[fresh] = np.arange(self.count, need)
+        self.rowid_of[self.count : need] = fresh
+        self.live += need - self.count
+        self.count = need
+        self.rows[self.position[rowids]] = vectors
+        if self.written is not None:
+            self.written.append(self.position[rowids])
+        self.index.changed(rowids, vectors)
+
+    def withdraw(self, rowids: np.ndarray) -> None:
+        inside = np.unique(rowids[rowids < self.position.shape[0]])
+        held = self.position[inside]
+        self.live -= int(np.count_nonzero(held >= 0))
+        self.rowid_of[held[held >= 0]] = -1
+        self.position[inside] = -1
+        self.index.changed(inside, None)
+
+    def has(self, rowids: np.ndarray) -> np.ndarray:
+        """Which of these records have a vector (a boolean mask)."""
+        if rowids.shape[0] and int(rowids.max()) < self.position.shape[0]:
+            return self.position[rowids] >= 0  # every rowid known: one gather (wide scopes)
+        found = np.zeros(rowids.shape[0], dtype=bool)
+        inside = rowids < self.position.shape[0]
+        found[inside] = self.position[rowids[inside]] >= 0
+        return found
+
+    def gather(self, rowids: np.ndarray) -> np.ndarray:
+        return self.rows[self.position[rowids]]
+
+    def view(self) -> View:
+        """The arrays as they are now, for one search to read without the lock."""
+        return View(self.rows, self.position, self.rowid_of, self.count, self.live, self.layout)
+
+    def regroup(self, order: np.ndarray, rows: np.ndarray, written: list[np.ndarray]) -> None:
+        """Takes ``rows`` (this matrix's vectors of ``order``, every rowid that had one
+        when the copy began, in that order, copied outside the lock; room past them) as
+        its rows, so the index's lists lie in runs of rows, and carries over what was
+        written meanwhile (``written``: the positions ``put`` wrote since): rewritten
+        vectors are taken again, withdrawn ones dropped, added ones appended. New
+        arrays, so a search holding the old ones reads them as they were."""
+        count = int(order.shape[0])
+        position = np.full(self.position.shape[0], -1, dtype=np.int64)
+        position[order] = np.arange(count)
+        rowid_of = np.full(rows.shape[0], -1, dtype=np.int64)
+        rowid_of[:count] = order
+        if written:  # rewritten since the copy began: their vectors now
+            again = self.rowid_of[np.unique(np.concatenate(written))]
+            again = again[again >= 0]
+            again = again[position[again] >= 0]
+            rows[position[again]] = self.rows[self.position[again]]
+        gone = order[self.position[order] < 0]  # withdrawn since
+        rowid_of[position[gone]] = -1
+        position[gone] = -1
+        held = self.rowid_of[: self.count]
+        added = held[(held >= 0) & (position[np.maximum(held, 0)] < 0)]  # added since
+        vectors = self.rows[self.position[added]]
+        self.rows, self.position, self.rowid_of, self.count = rows, position, rowid_of, count
+        self.live = count - int(gone.shape[0])
+        self.layout += 1
+        if added.shape[0]:  # appended past the copied rows, in the room reserve makes
+            need = count + int(added.shape[0])
+            if need > self.rows.shape[0]:  # grown as put() grows it
+                self.reserve(max(need, 2 * self.rows.shape[0]), 0)
+            self.rows[count:need] = vectors
+            self.position[added] = np.arange(count, need)
+            self.rowid_of[count:need] = added
+            self.count, self.live = need, self.live + int(added.shape[0])
+
+
+class View:
+    """One search's reading of a matrix: its arrays as they were when taken. A writer
+    appends past ``count`` or swaps in new arrays (growing, regrouping), so these stay
+    consistent with one another; a vector rewritten in place may be read either way,
+    as a refresh running beside the search would let it be."""
+
+    __slots__ = ("count", "layout", "live", "position", "rowid_of", "rows")
+
+    def __init__(self, rows: np.ndarray, position: np.ndarray, rowid_of: np.ndarray,
+                 count: int, live: int, layout: int) -> None:  # fmt: skip
+        self.rows, self.position, self.rowid_of = rows, position, rowid_of
+        self.count, self.live, self.layout = count, live, layout
+
+    def locate(self, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The given records that have a vector in this view, and their matrix rows: one
+        lookup, which scoring then uses as is (no second rowid -> row gather). A row a
+        writer appended after the view was read (past ``count``: the arrays it shares
+        with the matrix may already name it) is not in it."""
+        if rowids.shape[0] and int(rowids.max()) < self.position.shape[0]:
+            positions = self.position[rowids]
+        else:
+            positions = np.full(rowids.shape[0], -1, np.int64)
+            inside = rowids < self.position.shape[0]
+            positions[inside] = self.position[rowids[inside]]
+        if positions.shape[0] and (int(positions.min()) < 0 or int(positions.max()) >= self.count):
+            kept = (positions >= 0) & (positions < self.count)
+            return rowids[kept], positions[kept]
+        return rowids, positions
+
+    def whole(self, rowids: np.ndarray) -> bool:
+        """Whether these (distinct) records with a vector are every row of the matrix:
+        a scope scored in matrix order, with no gather (``rowid_of`` names the best)."""
+        return rowids.shape[0] == self.count == self.live
+
+    def scores_at(self, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """Cosine similarity of ``query`` with the vectors at these matrix rows: a
+        narrow scope gathers its rows, a wide one scores every row in one pass."""
+        return scores_at(self.rows, self.count, positions, query)
+
+
+class VectorCache:
+    """Per-process, per-embedder matrices, kept in step with the ``vectors`` table."""
+
+    def __init__(self, database: str = "") -> None:
+        self._matrices: dict[str, _Matrix] = {}
+        self._lock = threading.Lock()
+        self.background = True  # tests set False: an index is built inside the search
+        # the scope the index answers (tests lower them to reach it with few rows)
+        self.min_rows = ann.MIN_ROWS
+        self.min_share = ann.MIN_SHARE
+        self.folder = vector_file.folder(database)  # the saved copies (None: none)
+        self._unsaved: dict[str, int] = {}  # vectors read from the table since a save
+        self.loading: threading.Thread | None = None  # the latest mapped matrix's copy
+
+    def view(self, matrix: _Matrix) -> View:
+        """The matrix's arrays as one consistent reading (taken under the lock)."""
+        with self._lock:
+            return matrix.view()
+
+    def candidates(
+        self, matrix: _Matrix, view: View, rowids: np.ndarray, query: np.ndarray, limit: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """For a wide scope (``rowids``: the in-scope records with a vector), what the
+        index offers, a superset of its ``limit`` nearest in the scope: their rowids,
+        their rows in ``view`` and their similarities to ``query``. None when the scope
+        is not wide, or its index is not built yet (one is started) or finds too few:
+        the caller scores the scope exactly. A scope of enough rows but under
+        ``min_share`` of the store uses a built index only where it pays
+        (``ListIndex.pays``); it never starts a build."""
+        with self._lock:
+            if rowids.shape[0] < max(1, self.min_rows):
+                return None
+            if rowids.shape[0] < self.min_share * matrix.live:  # narrow: when it pays
+                if not matrix.index.ready or not matrix.index.pays(int(rowids.shape[0]), limit):
+                    return None
+            elif (not matrix.index.ready or matrix.index.due()) and matrix.index.start():
+                self._build(matrix)  # or a retrain: the old lists serve meanwhile
+            if not matrix.index.ready:
+                return None
+            member: np.ndarray | None = None
+            if rowids.shape[0] < view.live:
+                member = np.zeros(view.position.shape[0], dtype=bool)
+                member[rowids] = True
+            found = matrix.index.search(member, int(rowids.shape[0]), query, limit, view)
+        if found is None:
+            return None
+        rowids, positions, similarities = found
+        if similarities is None:  # the lists' rows are not in runs: gathered one by one
+            similarities = view.scores_at(positions, query)
+        return rowids, positions, similarities
+
+    def build_index(self, matrix: _Matrix) -> None:
+        """Builds the matrix's index now, in this thread, unless it has one."""
+        with self._lock:
+            started = matrix.index.start()
+        if started:
+            self._snapshot_build(matrix)
+
+    def _build(self, matrix: _Matrix) -> None:
+        """Runs a started build: in a background thread, or (tests) right here."""
+        if self.background:
+            threading.Thread(target=self._snapshot_build, args=(matrix,), daemon=True,
+                             name="erstwhile-vector-index").start()  # fmt: skip
+            return
+        self._lock.release()
+        try:
+            self._snapshot_build(matrix)
+        finally:
+            self._lock.acquire()
+
+    def _snapshot_build(self, matrix: _Matrix) -> None:
+        with self._lock:
+            rowids = np.flatnonzero(matrix.position >= 0)
+            positions = matrix.position[rowids]
+            rows = matrix.rows  # a grown matrix is a new array: this one stays as is
+
+        def current(changed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            alive = matrix.has(changed)
+            return alive, matrix.gather(changed[alive])
+
+        matrix.index.build(rowids, positions, rows, self._lock, current)
+        self._regroup(matrix)
+        with self._lock:  # the index and its matrix, saved at one seq
+            for embedder_id, held in self._matrices.items():
+                if held is matrix and matrix.count >= vector_file.SAVE_MIN:
+                    self._save(embedder_id, matrix)
+
+    def _regroup(self, matrix: _Matrix) -> None:
+        """Lays the matrix's rows out in its index's lists, each list a run of rows (a
+        probe then scores a run in one pass instead of gathering its rows), unless the
+        index is not built or already so laid out, the lists do not hold every vector,
+        or the rows are being copied (from a saved matrix, or by another regroup). The
+        copy is made outside the lock (at 1M it took 0.8-5 s, page faults included);
+        the swap, with what was written meanwhile, under it."""
+        with self._lock:
+            index = matrix.index
+            if (
+                not index.ready or matrix.written is not None or index.size != matrix.live
+                or (index.runs is not None and index.layout == matrix.layout)
+            ):  # fmt: skip
+                return
+            order = np.concatenate(index.members)
+            runs = np.concatenate(([0], np.cumsum([m.shape[0] for m in index.members])))
+            source, positions = matrix.rows, matrix.position[order]
+            lists, layout = index.centroids, matrix.layout
+            matrix.written = []  # what put() writes meanwhile, taken again at the swap
+        try:
+            count = int(order.shape[0])
+            rows = np.empty((max(1024, count + count // 4), matrix.dimensions), np.float32)
+            for start in range(0, count, _COPY_CHUNK):
+                stop = min(count, start + _COPY_CHUNK)
+                np.take(source, positions[start:stop], axis=0, out=rows[start:stop])
+        except MemoryError:  # the lists are gathered, as before
+            with self._lock:
+                matrix.written = None
+            return
+        with self._lock:
+            written, matrix.written = matrix.written or [], None
+            if matrix.layout != layout or index.centroids is not lists:
+                return  # another layout or other lists meanwhile: this copy is void
+            matrix.regroup(order, rows, written)
+            index.grouped(matrix.position, matrix.layout, runs)
+
+    def matrices(self, dimensions: int) -> list[str]:
+        """The embedders whose matrix this process holds, of these dimensions."""
+        with self._lock:
+            return [e for e, m in self._matrices.items() if m.dimensions == dimensions]
+
+    def refresh(self, conn: sqlite3.Connection, embedder_id: str, dimensions: int) -> _Matrix:
+        """Pulls every vector written since the last refresh (inside the caller's read)."""
+        with self._lock:
+            matrix = self._matrices.get(embedder_id)
+            if matrix is None or matrix.dimensions != dimensions:
+                matrix = self._matrices[embedder_id] = _Matrix(dimensions)
+            if matrix.seq == 0 and self.folder is not None:
+                self._adopt(conn, embedder_id, matrix)
+            if matrix.seq == 0:  # a first load: size the matrix once (an upper bound)
+                count, top = conn.execute(
+                    "SELECT (SELECT count(*) FROM vectors WHERE embedder_id = ?),"
+                    " (SELECT max(rowid) FROM records)",
+                    (embedder_id,),
+                ).fetchone()
+                if count:
+                    matrix.reserve(int(count), int(top))
+            cursor = conn.execute(
+                "SELECT record, vector, seq, dimensions FROM vectors WHERE embedder_id = ?"
+                " AND seq > ? AND dimensions IN (?, 0) ORDER BY seq",
+                (embedder_id, matrix.seq, dimensions),
+            )
+            # In chunks: a first refresh reads every vector, and a chunk's row objects
+            # are freed (and their memory reused) before the next is read.
+            while rows := cursor.fetchmany(_CHUNK):
+                # one row per record and embedder: its latest state, present or withdrawn
+                present = [r for r in rows if r[3]]
+                gone = [r[0] for r in rows if not r[3]]
+                if gone:
+                    matrix.withdraw(np.asarray(gone, dtype=np.int64))
+                if present:
+                    rowids = np.fromiter((r[0] for r in present), np.int64, len(present))
+                    blob = b"".join(r[1] for r in present)
+                    vectors = np.frombuffer(blob, dtype="<f4").reshape(len(present), dimensions)
+                    matrix.put(rowids, vectors)
+                matrix.seq = rows[-1][2]
+                self._unsaved[embedder_id] = self._unsaved.get(embedder_id, 0) + len(rows)
+            if (
+                self._unsaved.get(embedder_id, 0) * _SAVE_SHARE
+                > matrix.count
+                >= vector_file.SAVE_MIN
+            ):
+                self._save(embedder_id, matrix)
+            return matrix
+
+    def _adopt(self, conn: sqlite3.Connection, embedder_id: str, matrix: _Matrix) -> None:
+        """Starts an empty matrix from its saved copy, when there is a valid one."""
+        assert self.folder is not None
+        found = vector_file.load(self.folder, conn, embedder_id, matrix.dimensions)
+        if found is None:
+            return
+        meta, rows, rowids, index = found
+        present = np.flatnonzero(rowids >= 0)
+        top = int(rowids.max()) if rowids.shape[0] else 0
+        matrix.rows = rows  # its rows past count are room (saved as a hole)
+        matrix.count = int(meta["count"])
+        matrix.position = np.full(max(1024, top + 1), -1, dtype=np.int64)
+        matrix.position[rowids[present]] = present
+        matrix.rowid_of = np.full(max(1024, rows.shape[0]), -1, dtype=np.int64)
+        matrix.rowid_of[: rowids.shape[0]] = rowids
+        matrix.live = int(present.shape[0])
+        matrix.seq = int(meta["seq"])
+        if index is not None:
+            centroids, lists, probes, trained, runs = index
+            matrix.index.install(centroids, lists, probes, trained)
+            if runs is not None:  # the saved rows hold the lists in runs
+                matrix.index.grouped(matrix.position, matrix.layout, runs)
+        if self.background:
+            # Searches read the mapping at once; meanwhile the rows are copied into this
+            # process's memory, so later searches never fault a page in (at 1M a first
+            # gather of 8,000 mapped rows took 8-80 ms, a second 3-4 ms).
+            matrix.written = []
+            self.loading = threading.Thread(target=self._load_mapped, args=(matrix, rows),
+                                            daemon=True, name="erstwhile-vector-load")  # fmt: skip
+            self.loading.start()
+        self._unsaved[embedder_id] = 0
+
+    def _load_mapped(self, matrix: _Matrix, mapped: np.ndarray) -> None:
+        """Copies an adopted matrix from its mapping into memory, a chunk at a time
+        outside the lock, then swaps it in (with the rows written meanwhile) under it.
+        The copy has the mapping's room for later vectors (pages not yet touched)."""
+        try:
+            with self._lock:
+                count = matrix.count
+            copy = np.empty((mapped.shape[0], mapped.shape[1]), np.float32)
+            for start in range(0, count, _COPY_CHUNK):
+                stop = min(count, start + _COPY_CHUNK)
+                copy[start:stop] = mapped[start:stop]
+            with self._lock:
+                if matrix.rows is mapped:  # not grown meanwhile (a grown one is in memory)
+                    if matrix.count > count:
+                        copy[count : matrix.count] = mapped[count : matrix.count]
+                    for positions in matrix.written or ():
+                        copy[positions] = mapped[positions]
+                    matrix.rows = copy
+                matrix.written = None
+        except MemoryError:  # the mapping keeps serving
+            with self._lock:
+                matrix.written = None
+            return
+        self._regroup(matrix)  # a copy saved before lists had runs gets them
+
+    def _save(self, embedder_id: str, matrix: _Matrix) -> None:
+        if self.folder is not None:
+            vector_file.save(self.folder, embedder_id, matrix)
+        self._unsaved[embedder_id] = 0
+
+
+_CHUNK = 4096
+
+
+#: Rows copied per step outside the lock, from a mapping or into the lists' runs (24
+#: MiB at 384 dimensions).
+_COPY_CHUNK = 16384
+_SAVE_SHARE = 4  # saved again once the vectors read since the last save pass 1/4

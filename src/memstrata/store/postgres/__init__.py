@@ -1,1 +1,0 @@
-"""The PostgreSQL + pgvector backend: ``memstrata.open("postgresql://…")``."""
