@@ -261,3 +261,57 @@ class GraphWrite:
     same_as: list[tuple[str, str]] = field(default_factory=list)
     mentions: list[Mention] = field(default_factory=list)
     edges: list[Relationship] = field(default_factory=list)
+
+
+# -- the graph as a backup holds it (erstwhile export, format 2) ------------------------
+
+
+@dataclass(frozen=True)
+class RecordedEntity:
+    """An entity with the instant it was first recorded."""
+
+    entity: Entity
+    created_at: int
+
+
+@dataclass(frozen=True)
+class RecordedMention:
+    """A mention with its record-time range: ``known_to`` None while it is current,
+    else the instant a re-extraction retracted it."""
+
+    mention: Mention
+    known_from: int
+    known_to: int | None = None
+
+
+@dataclass(frozen=True)
+class RecordedEdge:
+    """One version of an edge with its record-time range: ``known_to`` None for the
+    version current now, else the instant a retraction or a sweep replaced it."""
+
+    edge: Relationship
+    known_from: int
+    known_to: int | None = None
+
+
+@dataclass(frozen=True)
+class Marker:
+    """That the extract job read ``record`` (with the content whose hash it keeps)."""
+
+    record: str
+    extractor: str
+    at: int
+    content_hash: str | None
+
+
+@dataclass
+class GraphRows:
+    """Everything the graph of one namespace holds, in the export's order (byte order
+    of ids, versions by record time). ``told``: only what people told it (rows with no
+    provenance, every entity and ``possibly_same_as`` link), no extraction markers."""
+
+    entities: list[RecordedEntity] = field(default_factory=list)
+    same_as: list[tuple[str, str]] = field(default_factory=list)
+    mentions: list[RecordedMention] = field(default_factory=list)
+    edges: list[RecordedEdge] = field(default_factory=list)
+    markers: list[Marker] = field(default_factory=list)

@@ -30,7 +30,17 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from erstwhile.domain.errors import NotFound
-from erstwhile.domain.graph import Entity, GraphWrite, Mention, Relationship
+from erstwhile.domain.graph import (
+    Entity,
+    GraphRows,
+    GraphWrite,
+    Marker,
+    Mention,
+    RecordedEdge,
+    RecordedEntity,
+    RecordedMention,
+    Relationship,
+)
 from erstwhile.domain.records import Record
 from erstwhile.domain.search import SearchRequest
 from erstwhile.domain.time import Window
@@ -406,6 +416,10 @@ class Graph:
 
         return self._write(work)
 
+    def restore(self, namespace: str, rows: GraphRows, now: int) -> None:
+        """A backup's graph rows for ``namespace``, in one transaction (:func:`restore`)."""
+        self._write(lambda conn: restore(conn, namespace, rows, now))
+
     # -- expansion ------------------------------------------------------------------
 
     def expand(
@@ -569,6 +583,133 @@ class _Walk:
             )
             all_params += [*params, *half.params, *excluded]
         return f"{' UNION ALL '.join(parts)} ORDER BY id LIMIT ?", [*all_params, limit]
+
+
+Read = Callable[[str, Sequence[Any]], list[Any]]
+
+
+def dump(read: Read, namespace: str, *, told: bool = False) -> GraphRows:
+    """The namespace's graph as a backup holds it, from ``read``'s snapshot: every
+    entity and ``possibly_same_as`` link, and every mention and edge version with its
+    record-time range (the current ones and the past ones), and the extraction
+    markers; with ``told``, only the mentions and edges a person told (no provenance)
+    and no markers. Sorted in Python (code point order: the same on every backend,
+    NULLs included)."""
+    told_only = " AND m.provenance IS NULL" if told else ""
+    rows = GraphRows()
+    for row in read(
+        "SELECT id, name, kind, aliases, created_at FROM entities WHERE namespace = ?",
+        [namespace],
+    ):
+        rows.entities.append(RecordedEntity(_entity(row), row[4]))
+    rows.entities.sort(key=lambda e: e.entity.id)
+    rows.same_as = sorted(
+        (row[0], row[1])
+        for row in read("SELECT a, b FROM possibly_same_as WHERE namespace = ?", [namespace])
+    )
+    for table, known_to in (("mentions", "NULL"), ("past_mentions", "m.known_to")):
+        for row in read(
+            f"SELECT r.id, m.entity, m.spelling, m.provenance, m.known_from, {known_to}"
+            f" FROM {table} m JOIN records r ON r.namespace = m.namespace"
+            f" AND r.rowid = m.record WHERE m.namespace = ?{told_only}",
+            [namespace],
+        ):
+            mention = Mention(row[0], row[1], row[2], json.loads(row[3]) if row[3] else None)
+            rows.mentions.append(RecordedMention(mention, row[4], row[5]))
+    rows.mentions.sort(key=lambda m: (m.mention.record, m.mention.entity, *_range(m)))
+    for table, known_to in (("relations", "NULL"), ("past_relations", "m.known_to")):
+        for row in read(
+            f"SELECT {_edge_columns('m')}, m.known_from, {known_to} FROM {table} m"
+            f" WHERE m.namespace = ?{told_only}",
+            [namespace],
+        ):
+            rows.edges.append(RecordedEdge(_edge(row), row[8], row[9]))
+    rows.edges.sort(key=lambda e: (e.edge.id, *_range(e)))
+    if not told:
+        rows.markers = sorted(
+            (
+                Marker(row[0], row[1], row[2], row[3])
+                for row in read(
+                    "SELECT r.id, x.extractor, x.at, x.content_hash FROM extraction_markers x"
+                    " JOIN records r ON r.namespace = x.namespace AND r.rowid = x.record"
+                    " WHERE x.namespace = ?",
+                    [namespace],
+                )
+            ),
+            key=lambda marker: marker.record,
+        )
+    return rows
+
+
+def _range(row: RecordedMention | RecordedEdge) -> tuple[int, bool, int]:
+    """A version's place among its row's versions: by record time, the current last."""
+    return row.known_from, row.known_to is None, row.known_to or 0
+
+
+def _edge_columns(alias: str) -> str:
+    """The edge columns, each prefixed with ``alias``."""
+    return ", ".join(f"{alias}.{column.strip()}" for column in _EDGE_COLUMNS.split(","))
+
+
+def held(read: Read, namespace: str, entities: Sequence[str], edges: Sequence[str]) -> list[str]:
+    """Which of these entity and edge ids the namespace already holds."""
+    found: list[str] = []
+    for table, ids in (("entities", entities), ("relations", edges)):
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            found += [row[0] for row in read(
+                f"SELECT id FROM {table} WHERE namespace = ? AND id IN ({_marks(chunk)})"
+                " ORDER BY id", [namespace, *chunk],
+            )]  # fmt: skip
+    return found
+
+
+def restore(conn: Conn, namespace: str, rows: GraphRows, now: int) -> None:
+    """Inside a write: writes a backup's graph rows as they were (record times kept)
+    into ``namespace``, whose records are already restored; a mention or marker
+    finds its record by id."""
+
+    def run(sql: str, params: Sequence[Any]) -> None:
+        _run(conn, sql, params)
+
+    run("INSERT INTO namespaces (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
+        [namespace, now])  # fmt: skip
+    for recorded in rows.entities:
+        e = recorded.entity
+        run("INSERT INTO entities (namespace, id, name, kind, aliases, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            [namespace, e.id, e.name, e.kind, json.dumps(list(e.aliases)),
+             recorded.created_at])  # fmt: skip
+    for a, b in rows.same_as:
+        run("INSERT INTO possibly_same_as (namespace, a, b) VALUES (?, ?, ?)", [namespace, a, b])
+    for m in rows.mentions:
+        table, extra, extra_params = (
+            ("mentions", "", []) if m.known_to is None
+            else ("past_mentions", ", known_to", [m.known_to])
+        )  # fmt: skip
+        run(f"INSERT INTO {table} ({_MENTION_COLUMNS}, known_from{extra})"
+            f" SELECT r.namespace, r.rowid, ?, ?, ?, ?{', ?' * len(extra_params)}"
+            " FROM records r WHERE r.namespace = ? AND r.id = ?",
+            [m.mention.entity, m.mention.spelling, _json(m.mention.provenance), m.known_from,
+             *extra_params, namespace, m.mention.record])  # fmt: skip
+    for v in rows.edges:
+        edge = v.edge
+        record = edge.provenance.get("record") if edge.provenance else None
+        table, extra, extra_params = (
+            ("relations", "", []) if v.known_to is None
+            else ("past_relations", ", known_to", [v.known_to])
+        )  # fmt: skip
+        run(f"INSERT INTO {table} (namespace, record, {_EDGE_COLUMNS}, known_from{extra})"
+            f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?{', ?' * len(extra_params)})",
+            [namespace, record, edge.id, edge.subject, edge.predicate, edge.object,
+             edge.valid_from, edge.valid_to, edge.confidence, _json(edge.provenance),
+             v.known_from, *extra_params])  # fmt: skip
+    for marker in rows.markers:
+        run("INSERT INTO extraction_markers (namespace, record, extractor, at, content_hash)"
+            " SELECT r.namespace, r.rowid, ?, ?, ? FROM records r"
+            " WHERE r.namespace = ? AND r.id = ?",
+            [marker.extractor, marker.at, marker.content_hash, namespace,
+             marker.record])  # fmt: skip
 
 
 def forget(conn: Conn, namespace: str, record_id: str, rowid: int) -> None:

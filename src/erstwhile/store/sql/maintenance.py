@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from erstwhile.domain.records import Record
+from erstwhile.domain.words import DEFAULT_LANGUAGE
 from erstwhile.store.sql.rows import COLUMNS, prefixed, record_from_row
 
 Read = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
@@ -61,6 +62,18 @@ def hard_deleted(read: Read, namespace: str | None = None) -> list[tuple[str, st
         scoped,
     )
     return [(row[0], row[1]) for row in rows]
+
+
+def namespaces(read: Read, namespace: str | None = None) -> list[str]:
+    """The store's namespaces (only ``namespace``, if it is one), in byte order."""
+    names = sorted(row[0] for row in read("SELECT name FROM namespaces", []))
+    return [n for n in names if namespace is None or n == namespace]
+
+
+def text_search(read: Read, namespace: str) -> str:
+    """The text-search language the namespace is indexed in (the default before any)."""
+    rows = read("SELECT language FROM lexical_stats WHERE namespace = ?", [namespace])
+    return str(rows[0][0]) if rows else DEFAULT_LANGUAGE
 
 
 def existing_ids(read: Read, namespace: str, ids: Sequence[str]) -> list[str]:
