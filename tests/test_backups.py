@@ -53,8 +53,9 @@ def test_export_holds_every_version_in_canonical_order(tmp_path: Path) -> None:
         assert backups.check(m).ok
     lines = [json.loads(line) for line in text.splitlines()]
     assert lines[0] == backups.HEADER
+    assert [line["namespace"] for line in lines[1:3]] == ["agent", "other"]  # settings
     assert lines[-1] == {"hard_deleted": "x2", "namespace": "agent"}  # ids only, no content
-    lines = lines[:-1]
+    lines = [lines[0], *lines[3:-1]]  # no graph: nothing was extracted or asserted
     keys = [(r["namespace"], r["id"], r["version"]) for r in lines[1:]]
     assert keys == sorted(keys)
     alice = [r for r in lines[1:] if r["id"] == "alice-1"]
@@ -118,7 +119,7 @@ def test_import_refuses_held_ids_and_bad_lines_writing_nothing(
         with pytest.raises(InvalidInput, match="line 4"):
             backups.import_export(m, bad)
         gap = tmp_path / "gap.jsonl"
-        gap.write_text("\n".join([lines[0], *lines[2:]]) + "\n", encoding="utf-8")
+        gap.write_text("\n".join([*lines[:3], *lines[4:]]) + "\n", encoding="utf-8")
         with pytest.raises(InvalidInput, match="version"):
             backups.import_export(m, gap)
         assert export_text(m) == before

@@ -15,14 +15,19 @@ def test_export_import_round_trip_and_check(cli: Cli, tmp_path: Path) -> None:
     old = cli.add("Alice works at Acme", "--key", "alice.employer", "--valid-from", "2023-01-01")
     cli.ok("supersede", old, "Alice works at Globex", "--valid-from", "2024-06-01")
     exported = cli.ok("export").stdout
-    assert json.loads(exported.splitlines()[0]) == {"format": 1, "erstwhile": "export"}
+    assert json.loads(exported.splitlines()[0]) == {
+        "erstwhile": "export", "format": 2, "graph": "whole"}  # fmt: skip
+    told = cli.ok("export", "--graph", "told").stdout.splitlines()
+    assert json.loads(told[0])["graph"] == "told" and told[1:] == exported.splitlines()[1:]
+    assert "graph must be one of whole, told" in cli.fails(2, "export", "--graph", "half").stderr
     path = tmp_path / "memory.jsonl"
     cli.ok("export", "--output", str(path))
     assert path.read_text(encoding="utf-8") == exported
 
     other = Cli(tmp_path / "other.db")
     restored = other.json("import", str(path))
-    assert restored == {"format": "export", "records": 2, "versions": 3, "namespaces": ["default"]}
+    assert restored == {"format": "export", "records": 2, "versions": 3, "namespaces": ["default"],
+                        "entities": 0, "mentions": 0, "edges": 0, "warnings": []}  # fmt: skip
     assert other.ok("export").stdout == exported
     assert other.json("check")["ok"] is True
     assert "already holds" in other.fails(1, "import", str(path)).stderr

@@ -184,6 +184,7 @@ def _restore(ctx: typer.Context, file: Path, as_json: bool) -> None:
     if as_json:
         output.print_json({"format": "export", **dataclasses.asdict(report)})
         return
+    output.print_warnings(dict.fromkeys(report.warnings))
     output.console().print(
         f"restored {report.records} records ({report.versions} versions) from {file.name} "
         f"into {', '.join(report.namespaces) or 'nothing'} (export)",

@@ -1,4 +1,4 @@
-"""Keeping memory safe: ``backup PATH``, ``export [--namespace] [--output FILE]`` and
+"""Keeping memory safe: ``backup PATH``, ``export [--namespace] [--graph] [--output FILE]`` and
 ``check [--json]`` (an export is restored with ``erstwhile import FILE``).
 
 ``check`` exits 0 when every invariant holds and 1 when one does not, so a cron job or
@@ -45,18 +45,28 @@ def export(
         Path | None,
         typer.Option("--output", "-o", metavar="FILE", help="Write here instead of stdout."),
     ] = None,
+    graph: Annotated[
+        str,
+        typer.Option(
+            "--graph",
+            metavar="whole|told",
+            help="The whole graph, or only what people told it (import leaves the rest "
+            "to erstwhile extract).",
+        ),
+    ] = "whole",
 ) -> None:
-    """Write every record, with all its versions, as JSON Lines (import restores it)."""
+    """Write every record with all its versions, the namespace settings and the graph
+    as JSON Lines (import restores them)."""
     with open_memory(ctx) as memory:
         if to is None:
-            _write(memory, namespace, sys.stdout)
+            _write(memory, namespace, graph, sys.stdout)
             return
         with open(to, "w", encoding="utf-8", newline="\n") as file:
-            _write(memory, namespace, file)
+            _write(memory, namespace, graph, file)
 
 
-def _write(memory: Memory, namespace: str | None, file: TextIO) -> None:
-    for line in backups.export_lines(memory, namespace):
+def _write(memory: Memory, namespace: str | None, graph: str, file: TextIO) -> None:
+    for line in backups.export_lines(memory, namespace, graph=graph):
         file.write(line + "\n")
     file.flush()
 
