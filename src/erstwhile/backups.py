@@ -97,7 +97,7 @@ def _settings(memory: Memory, read: maintenance.Read, namespace: str) -> dict[st
     }  # fmt: skip
 
 
-def _graph_lines(namespace: str, rows: GraphRows) -> Iterator[dict[str, Any]]:
+def _graph_lines(rows: GraphRows) -> Iterator[dict[str, Any]]:
     def known(data: dict[str, Any], known_from: int, known_to: int | None) -> dict[str, Any]:
         data["known_from"] = format_instant(known_from)
         if known_to is not None:
@@ -139,7 +139,7 @@ def export_lines(
         for ns, record_id in maintenance.hard_deleted(read, namespace):
             yield _line({"hard_deleted": record_id, "namespace": ns})
         for ns in names:
-            for data in _graph_lines(ns, graph_store.dump(read, ns, told=graph == "told")):
+            for data in _graph_lines(graph_store.dump(read, ns, told=graph == "told")):
                 yield _line({**data, "namespace": ns})
 
 
