@@ -32,6 +32,7 @@ already holds is refused before anything is written. Records are written in batc
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Iterator
@@ -250,8 +251,23 @@ def _header(line: str, path: Path) -> str | None:
     return str(data["graph"])
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _parsed(value: str) -> int | None:
+    """An instant's microseconds, or None if it is not one (the caller says why, naming
+    its field). Cached: a graph's rows share their few record times."""
+    try:
+        return parse_instant(value, "instant")
+    except InvalidInput:
+        return None
+
+
+def _at(value: str, where: str) -> int:
+    us = _parsed(value)
+    return parse_instant(value, where) if us is None else us
+
+
 def _instant(value: str | None, where: str) -> int | None:
-    return None if value is None else parse_instant(value, where)
+    return None if value is None else _at(value, where)
 
 
 class _Reader:
@@ -356,7 +372,7 @@ class _Reader:
             if e.id in ids:
                 raise InvalidInput(f"entity {e.id!r} is listed twice")
             ids.add(e.id)
-            created = parse_instant(e.created_at, "entity.created_at")
+            created = _at(e.created_at, "entity.created_at")
             rows.entities.append(
                 RecordedEntity(Entity(e.id, e.name, e.kind, tuple(e.aliases)), created)
             )
@@ -373,7 +389,7 @@ class _Reader:
             self._entity(namespace, m.entity, "mention.entity")
             rows.mentions.append(RecordedMention(
                 Mention(m.record, m.entity, m.spelling, m.provenance),
-                parse_instant(m.known_from, "mention.known_from"),
+                _at(m.known_from, "mention.known_from"),
                 _instant(m.known_to, "mention.known_to"),
             ))  # fmt: skip
         elif kind == "edge":
@@ -382,18 +398,18 @@ class _Reader:
             self._entity(namespace, v.object, "edge.object")
             edge = Relationship(
                 v.id, v.subject, v.predicate, v.object,
-                parse_instant(v.valid_from, "edge.valid_from"),
+                _at(v.valid_from, "edge.valid_from"),
                 _instant(v.valid_to, "edge.valid_to"), v.confidence, v.provenance,
             )  # fmt: skip
             rows.edges.append(RecordedEdge(
-                edge, parse_instant(v.known_from, "edge.known_from"),
+                edge, _at(v.known_from, "edge.known_from"),
                 _instant(v.known_to, "edge.known_to"),
             ))  # fmt: skip
         else:
             x = _Marker.model_validate(value)
             self._known_record(namespace, x.record, "extracted.record")
             rows.markers.append(
-                Marker(x.record, x.extractor, parse_instant(x.at, "extracted.at"), x.content_hash)
+                Marker(x.record, x.extractor, _at(x.at, "extracted.at"), x.content_hash)
             )
 
 

@@ -667,49 +667,54 @@ def held(read: Read, namespace: str, entities: Sequence[str], edges: Sequence[st
 def restore(conn: Conn, namespace: str, rows: GraphRows, now: int) -> None:
     """Inside a write: writes a backup's graph rows as they were (record times kept)
     into ``namespace``, whose records are already restored; a mention or marker
-    finds its record by id."""
+    finds its record by id. One ``executemany`` per statement."""
+    ns = namespace
+    _run(conn, "INSERT INTO namespaces (name, created_at) VALUES (?, ?)"
+         " ON CONFLICT (name) DO NOTHING", [ns, now])  # fmt: skip
+    mention = (
+        f"INSERT INTO {{}} ({_MENTION_COLUMNS}, known_from{{}}) SELECT r.namespace, r.rowid,"
+        " ?, ?, ?, ?{} FROM records r WHERE r.namespace = ? AND r.id = ?"
+    )
+    edge = (
+        f"INSERT INTO {{}} (namespace, record, {_EDGE_COLUMNS}, known_from{{}})"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?{})"
+    )
 
-    def run(sql: str, params: Sequence[Any]) -> None:
-        _run(conn, sql, params)
+    def mention_row(m: RecordedMention) -> list[Any]:
+        known_to = [] if m.known_to is None else [m.known_to]
+        return [m.mention.entity, m.mention.spelling, _json(m.mention.provenance),
+                m.known_from, *known_to, ns, m.mention.record]  # fmt: skip
 
-    run("INSERT INTO namespaces (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
-        [namespace, now])  # fmt: skip
-    for recorded in rows.entities:
-        e = recorded.entity
-        run("INSERT INTO entities (namespace, id, name, kind, aliases, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            [namespace, e.id, e.name, e.kind, json.dumps(list(e.aliases)),
-             recorded.created_at])  # fmt: skip
-    for a, b in rows.same_as:
-        run("INSERT INTO possibly_same_as (namespace, a, b) VALUES (?, ?, ?)", [namespace, a, b])
-    for m in rows.mentions:
-        table, extra, extra_params = (
-            ("mentions", "", []) if m.known_to is None
-            else ("past_mentions", ", known_to", [m.known_to])
-        )  # fmt: skip
-        run(f"INSERT INTO {table} ({_MENTION_COLUMNS}, known_from{extra})"
-            f" SELECT r.namespace, r.rowid, ?, ?, ?, ?{', ?' * len(extra_params)}"
-            " FROM records r WHERE r.namespace = ? AND r.id = ?",
-            [m.mention.entity, m.mention.spelling, _json(m.mention.provenance), m.known_from,
-             *extra_params, namespace, m.mention.record])  # fmt: skip
-    for v in rows.edges:
-        edge = v.edge
-        record = edge.provenance.get("record") if edge.provenance else None
-        table, extra, extra_params = (
-            ("relations", "", []) if v.known_to is None
-            else ("past_relations", ", known_to", [v.known_to])
-        )  # fmt: skip
-        run(f"INSERT INTO {table} (namespace, record, {_EDGE_COLUMNS}, known_from{extra})"
-            f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?{', ?' * len(extra_params)})",
-            [namespace, record, edge.id, edge.subject, edge.predicate, edge.object,
-             edge.valid_from, edge.valid_to, edge.confidence, _json(edge.provenance),
-             v.known_from, *extra_params])  # fmt: skip
-    for marker in rows.markers:
-        run("INSERT INTO extraction_markers (namespace, record, extractor, at, content_hash)"
-            " SELECT r.namespace, r.rowid, ?, ?, ? FROM records r"
-            " WHERE r.namespace = ? AND r.id = ?",
-            [marker.extractor, marker.at, marker.content_hash, namespace,
-             marker.record])  # fmt: skip
+    def edge_row(v: RecordedEdge) -> list[Any]:
+        e = v.edge
+        record = e.provenance.get("record") if e.provenance else None
+        known_to = [] if v.known_to is None else [v.known_to]
+        return [ns, record, e.id, e.subject, e.predicate, e.object, e.valid_from, e.valid_to,
+                e.confidence, _json(e.provenance), v.known_from, *known_to]  # fmt: skip
+
+    current_m = [m for m in rows.mentions if m.known_to is None]
+    past_m = [m for m in rows.mentions if m.known_to is not None]
+    current_e = [v for v in rows.edges if v.known_to is None]
+    past_e = [v for v in rows.edges if v.known_to is not None]
+    writes: list[tuple[str, list[list[Any]]]] = [
+        ("INSERT INTO entities (namespace, id, name, kind, aliases, created_at)"
+         " VALUES (?, ?, ?, ?, ?, ?)",
+         [[ns, x.entity.id, x.entity.name, x.entity.kind, json.dumps(list(x.entity.aliases)),
+           x.created_at] for x in rows.entities]),
+        ("INSERT INTO possibly_same_as (namespace, a, b) VALUES (?, ?, ?)",
+         [[ns, a, b] for a, b in rows.same_as]),
+        (mention.format("mentions", "", ""), [mention_row(m) for m in current_m]),
+        (mention.format("past_mentions", ", known_to", ", ?"), [mention_row(m) for m in past_m]),
+        (edge.format("relations", "", ""), [edge_row(v) for v in current_e]),
+        (edge.format("past_relations", ", known_to", ", ?"), [edge_row(v) for v in past_e]),
+        ("INSERT INTO extraction_markers (namespace, record, extractor, at, content_hash)"
+         " SELECT r.namespace, r.rowid, ?, ?, ? FROM records r"
+         " WHERE r.namespace = ? AND r.id = ?",
+         [[x.extractor, x.at, x.content_hash, ns, x.record] for x in rows.markers]),
+    ]  # fmt: skip
+    for sql, params in writes:
+        if params:
+            conn.executemany(sql, params)
 
 
 def forget(conn: Conn, namespace: str, record_id: str, rowid: int) -> None:
