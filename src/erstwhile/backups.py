@@ -99,14 +99,17 @@ def _settings(memory: Memory, read: maintenance.Read, namespace: str) -> dict[st
 
 
 def _graph_lines(rows: GraphRows) -> Iterator[dict[str, Any]]:
+    # a graph's rows share their few record times: each formatted once
+    instant = functools.lru_cache(maxsize=1 << 16)(format_instant)
+
     def known(data: dict[str, Any], known_from: int, known_to: int | None) -> dict[str, Any]:
-        data["known_from"] = format_instant(known_from)
+        data["known_from"] = instant(known_from)
         if known_to is not None:
-            data["known_to"] = format_instant(known_to)
+            data["known_to"] = instant(known_to)
         return data
 
     for e in rows.entities:
-        yield {"entity": {**e.entity.to_json(), "created_at": format_instant(e.created_at)}}
+        yield {"entity": {**e.entity.to_json(), "created_at": instant(e.created_at)}}
     for pair in rows.same_as:
         yield {"same_as": list(pair)}
     for m in rows.mentions:
@@ -115,7 +118,7 @@ def _graph_lines(rows: GraphRows) -> Iterator[dict[str, Any]]:
         yield {"edge": known(v.edge.to_json(), v.known_from, v.known_to)}
     for marker in rows.markers:
         data = {"record": marker.record, "extractor": marker.extractor,
-                "at": format_instant(marker.at)}  # fmt: skip
+                "at": instant(marker.at)}  # fmt: skip
         if marker.content_hash is not None:
             data["content_hash"] = marker.content_hash
         yield {"extracted": data}
