@@ -269,13 +269,15 @@ def test_an_embedder_bound_otherwise_is_a_warning_naming_the_fix(tmp_path: Path)
     path = tmp_path / "memory.jsonl"
     with open_store(tmp_path / "a.db") as m:
         m.add(NS, "one")
+        embedder = m.service.embedder_for(NS)
+        assert embedder is not None
         path.write_text(export_text(m), encoding="utf-8")
     settings = json.loads(path.read_text(encoding="utf-8").splitlines()[1])
     assert settings == {"namespace": NS, "settings": {
-        "embedder": {"dimensions": 256, "id": "hash:feature-hash-v1:256"},
+        "embedder": {"dimensions": embedder.dimensions, "id": embedder.embedder_id},
         "text_search": "english"}}  # fmt: skip
     with open_store(tmp_path / "b.db", embedder="none") as m:
         report = backups.import_export(m, path)
     assert len(report.warnings) == 1
-    assert "hash:feature-hash-v1:256" in report.warnings[0]
+    assert embedder.embedder_id in report.warnings[0]
     assert "[namespaces.agent.embedding]" in report.warnings[0]
