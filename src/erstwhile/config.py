@@ -298,9 +298,12 @@ def open_store_only(settings: Settings) -> Memory:
     return open_memory(bare, background_jobs=False)
 
 
-def open_memory(settings: Settings, *, background_jobs: bool = True) -> Memory:
+def open_memory(
+    settings: Settings, *, background_jobs: bool = True, create: bool = True, caps: bool = True
+) -> Memory:
     """Opens the store the settings name, with their embedders (each with its cache
-    size) and their policy caps."""
+    size) and their policy caps (``caps=False``: none, as the CLI opens it).
+    ``create=False`` opens only a store that exists."""
 
     def embedder(settings_: EmbeddingSettings) -> EmbedderSpec:
         spec = settings_.spec()
@@ -315,7 +318,8 @@ def open_memory(settings: Settings, *, background_jobs: bool = True) -> Memory:
             if ns.embedding is not None
         },
         background_jobs=background_jobs,
-        policy=settings.policy.caps(),
+        policy=settings.policy.caps() if caps else None,
+        create=create,
         extractor=settings.extraction,
         text_search={
             name: ns.text_search
