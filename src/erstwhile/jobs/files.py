@@ -73,6 +73,9 @@ def read_under(root: Path, relative: str, *, max_bytes: int) -> tuple[bytes, os.
     folder = os.open(root, _DIR_FLAGS)
     try:
         for directory in directories:
+            found = os.stat(directory, dir_fd=folder, follow_symlinks=False)
+            if not stat.S_ISDIR(found.st_mode):  # swapped since the scan walked it
+                raise Refused(NOT_REGULAR, kind_of(found.st_mode))
             inner = _open(directory, _DIR_FLAGS, folder)
             os.close(folder)
             folder = inner
@@ -92,8 +95,8 @@ def _open(name: str | Path, flags: int, dir_fd: int | None = None) -> int:
     try:
         fd = os.open(name, flags, dir_fd=dir_fd)
     except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise Refused(NOT_REGULAR, "a symbolic link") from None
+        if error.errno == errno.ELOOP or (error.errno == errno.ENOTDIR and flags == _DIR_FLAGS):
+            raise Refused(NOT_REGULAR, "a symbolic link") from None  # swapped in just now
         if error.errno == errno.ENXIO:
             raise Refused(NOT_REGULAR, "a socket") from None
         raise
@@ -130,10 +133,21 @@ def _read_fd(fd: int, max_bytes: int) -> tuple[bytes, os.stat_result]:
 
 def shown(name: str) -> str:
     """A file name as a report writes it: its bytes as UTF-8, with bytes that are not
-    UTF-8 (``\\xe9``) and control characters (``\\x1b``) escaped."""
+    UTF-8 (``\\xe9``) and characters that are not printable (controls such as
+    ``\\x1b``, format characters such as a right-to-left override ``\\u202e``)
+    escaped."""
     text = os.fsencode(name).decode("utf-8", "backslashreplace")
-    return "".join(
-        f"\\x{ord(c):02x}" if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 else c for c in text
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def _escape(c: str) -> str:
+    code = ord(c)
+    return (
+        f"\\x{code:02x}"
+        if code < 0x100
+        else f"\\u{code:04x}"
+        if code < 0x10000
+        else f"\\U{code:08x}"
     )
 
 
