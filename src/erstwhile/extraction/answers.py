@@ -52,14 +52,16 @@ def parse_answer(raw: str | bytes, *, what: str = "the answer") -> Any:
         depth += 1 if bracket.group() in "[{" else -1
         if depth > MAX_DEPTH:
             raise AnswerRefused(f"{what} nests deeper than {MAX_DEPTH}")
-    value = json.loads(text, parse_int=_integer)
+    value = json.loads(text, parse_int=lambda digits: _integer(digits, what))
     check_answer(value, what=what)
     return value
 
 
-def _integer(digits: str) -> int:
+def _integer(digits: str, what: str) -> int:
     if len(digits.lstrip("-")) > MAX_INT_DIGITS:
-        raise AnswerRefused(f"an integer of {len(digits)} digits, over {MAX_INT_DIGITS}")
+        raise AnswerRefused(
+            f"{what} holds an integer of {len(digits)} digits, over {MAX_INT_DIGITS}"
+        )
     return int(digits)
 
 
