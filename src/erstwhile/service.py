@@ -161,7 +161,7 @@ class _AnnouncingStore:
 
 
 #: How long ``close`` waits for running jobs to stop before it closes the store anyway.
-STOP_JOBS_SECONDS = 5.0
+STOP_JOBS_SECONDS = 3.0
 
 #: Changes per page by default (``changes``).
 DEFAULT_CHANGES = 100
