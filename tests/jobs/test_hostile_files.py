@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from tests.faults.figures import FIGURES
 
 import erstwhile
+from erstwhile.domain.errors import InvalidInput
 from erstwhile.jobs.files import NOT_REGULAR, TOO_LARGE, Refused, read_under, shown
 from erstwhile.jobs.folder import Skipped, scan
 
@@ -176,3 +177,21 @@ def test_any_byte_name_is_mined_or_refused_by_its_escaped_name(names: list[bytes
     )
     assert all(r.reason == "bad_name" for r in skipped.refusals)
     assert all(r.path.isprintable() for r in skipped.refusals)
+
+
+def test_a_folder_whose_own_name_is_not_utf8_is_refused_clearly(
+    memory: erstwhile.Memory, tmp_path: Path
+) -> None:
+    folder = byte_name(tmp_path, LATIN1.removesuffix(b".md"))
+    folder.mkdir()
+    (folder / "a.md").write_text("a note")
+    (tmp_path / "link").symlink_to(folder, target_is_directory=True)
+    with pytest.raises(InvalidInput) as refused:
+        memory.mine(NS, folder)
+    assert "caf\\xe9" in refused.value.message and "rename" in refused.value.message
+    with pytest.raises(InvalidInput) as refused:  # its resolved path is the source's default
+        memory.mine(NS, tmp_path / "link")
+    assert "caf\\xe9" in refused.value.message and "--source" in refused.value.message
+    assert memory.service.jobs(NS) == []  # refused before a job row exists
+    report = memory.mine(NS, tmp_path / "link", source="cafe")
+    assert (report.source, report.added) == ("cafe", 1)

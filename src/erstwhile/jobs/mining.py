@@ -314,7 +314,7 @@ def run_mine_job(
     source = request.source or folder.as_posix()
     if not storable(source):
         raise InvalidInput(
-            f"path {shown(source)!r} is not UTF-8, so it cannot be stored as origin.source; "
+            f"path '{shown(source)}' is not UTF-8, so it cannot be stored as origin.source; "
             "name the source with source (--source NAME)"
         )
     include = patterns(request.include, "include")
