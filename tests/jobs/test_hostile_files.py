@@ -195,3 +195,13 @@ def test_a_folder_whose_own_name_is_not_utf8_is_refused_clearly(
     assert memory.service.jobs(NS) == []  # refused before a job row exists
     report = memory.mine(NS, tmp_path / "link", source="cafe")
     assert (report.source, report.added) == ("cafe", 1)
+
+
+def test_a_folder_reached_through_a_link_is_read(tmp_path: Path) -> None:
+    """The folder itself may be a link (the caller's choice); only what is under it
+    must not be."""
+    (tmp_path / "real" / "sub").mkdir(parents=True)
+    (tmp_path / "real" / "sub" / "a.md").write_text("under a linked folder")
+    (tmp_path / "link").symlink_to(tmp_path / "real", target_is_directory=True)
+    data, _ = read_under(tmp_path / "link", "sub/a.md", max_bytes=100)
+    assert data == b"under a linked folder"

@@ -68,9 +68,9 @@ def read_under(root: Path, relative: str, *, max_bytes: int) -> tuple[bytes, os.
     :class:`Refused` unless it is a regular file, reached without a symbolic link, of
     at most ``max_bytes`` bytes when read. ``OSError`` when it is gone or unreadable."""
     *directories, name = relative.split("/")
-    if os.open not in os.supports_dir_fd:  # no openat here: check the whole path instead
+    if os.open not in os.supports_dir_fd:  # no openat here: only the file itself is checked
         return _read_fd(_open_plain(root.joinpath(*directories, name)), max_bytes)
-    folder = os.open(root, _DIR_FLAGS)
+    folder = os.open(root, _DIR_FLAGS & ~_NOFOLLOW)  # the folder itself is the caller's choice
     try:
         for directory in directories:
             found = os.stat(directory, dir_fd=folder, follow_symlinks=False)
