@@ -29,6 +29,7 @@ from erstwhile.gc_pause import gc_paused
 from erstwhile.jobs.batches import DEFAULT_BATCH_SIZE
 from erstwhile.jobs.embed import JobReport, Progress
 from erstwhile.jobs.extract import ExtractReport
+from erstwhile.jobs.files import shown, storable
 from erstwhile.jobs.folder import DEFAULT_MAX_BYTES
 from erstwhile.jobs.mining import MineReport, MineRequest
 from erstwhile.rerank import RerankerSpec, build_reranker
@@ -271,6 +272,12 @@ class Memory:
         invalidated. ``include``/``exclude`` are gitignore-style patterns; the folder's
         ``.gitignore`` files are honoured. ``source`` names the folder in ``origin``
         (default: its absolute path). ``progress(documents done, documents)``."""
+        if not storable(os.fspath(path)):
+            raise InvalidInput(
+                f"path '{shown(os.fspath(path))}' is not UTF-8, which a mine request cannot "
+                "carry; rename the folder, or mine it through a link whose name is UTF-8, "
+                "naming the source with --source NAME"
+            )
         request = parse_model(
             MineRequest,
             {"path": os.fspath(path), "include": list(include), "exclude": list(exclude),

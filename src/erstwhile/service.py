@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -62,6 +63,7 @@ from erstwhile.jobs.embed import (
 )
 from erstwhile.jobs.extract import run_extract_job
 from erstwhile.jobs.mining import MineReport, MineRequest, run_mine_job
+from erstwhile.jobs.rows import JobThreads, Stop
 from erstwhile.rerank import Reranker, rerank_hits
 from erstwhile.service_graph import GraphMethods
 from erstwhile.store.base import LexicalHits, SemanticHits, Store
@@ -158,6 +160,9 @@ class _AnnouncingStore:
         return job_id
 
 
+#: How long ``close`` waits for running jobs to stop before it closes the store anyway.
+STOP_JOBS_SECONDS = 3.0
+
 #: Changes per page by default (``changes``).
 DEFAULT_CHANGES = 100
 
@@ -194,6 +199,7 @@ class Service(GraphMethods):
         self._job_locks = NamespaceLocks()
         self._extract_locks = NamespaceLocks()
         self._assert_lock = threading.Lock()
+        self._jobs = JobThreads()  # its stop, set by close(), ends every job at its next step
         self.background: BackgroundEmbedder | None = None
         mark_interrupted(store)
         for namespace, language in (text_search or {}).items():
@@ -212,9 +218,15 @@ class Service(GraphMethods):
         return Access(self.store)
 
     def close(self) -> None:
-        """Stops background jobs and releases the embedders and the store."""
+        """Stops jobs and releases the embedders and the store. A running job is asked
+        to stop and ends ``interrupted`` after the step at hand; one that does not stop
+        within :data:`STOP_JOBS_SECONDS` (a provider call, say) is left to the process's
+        end, and its row is marked at the next open."""
+        deadline = time.monotonic() + STOP_JOBS_SECONDS
+        self._jobs.stop.set()
         if self.background is not None:
-            self.background.stop()
+            self.background.stop(timeout=STOP_JOBS_SECONDS)
+        self._jobs.stop_all(max(0.0, deadline - time.monotonic()))
         self.embedders.close()
         if self.extractor is not None:
             self.extractor.close()
@@ -423,13 +435,11 @@ class Service(GraphMethods):
         embedder = self.embedder_for(namespace)
         if embedder is None:
             raise SemanticUnavailable(f"namespace {namespace!r} has no embedder configured")
-        with self._job_locks(namespace):
-            if reindex:
-                store.clear_vectors(namespace, embedder.embedder_id)
-            return run_embed_job(
-                store, namespace, embedder, progress=progress,
-                job_type="reindex" if reindex else "embed",
-            )  # fmt: skip
+        return run_embed_job(
+            store, namespace, embedder, progress=progress,
+            job_type="reindex" if reindex else "embed", lock=self._job_locks(namespace),
+            stop=self._jobs.stop,
+        )  # fmt: skip
 
     def mine(
         self,
@@ -457,8 +467,9 @@ class Service(GraphMethods):
         def write(records: list[Record], invalidations: list[tuple[str, int]]) -> UpsertResult:
             return self.ingest(namespace, records, invalidations, actor=actor, capped=False)
 
-        with self._job_locks(f"mine {namespace}"):
-            report = run_mine_job(store, write, namespace, request, progress=progress)
+        report = run_mine_job(store, write, namespace, request, progress=progress,
+                              lock=self._job_locks(f"mine {namespace}"),
+                              stop=self._jobs.stop)  # fmt: skip
         self.queue_derived(namespace)
         return report
 
@@ -504,20 +515,21 @@ class Service(GraphMethods):
                 if mine is not None:
                     self._mine(store, namespace, mine, progress=None, actor=actor)
                 elif job_type == "extract":
-                    with self._extract_locks(namespace):
-                        run_extract_job(store, namespace, extractor,
-                                        min_confidence=self.min_confidence,
-                                        clock=self.clock)  # fmt: skip
+                    run_extract_job(store, namespace, extractor,
+                                    min_confidence=self.min_confidence, clock=self.clock,
+                                    lock=self._extract_locks(namespace),
+                                    stop=self._jobs.stop)  # fmt: skip
                 else:
                     self._embed(store, namespace, progress=None, reindex=job_type == "reindex")
             except ErstwhileError as error:
                 started.put(error)  # ignored when the job row exists: it records the failure
-            except Exception as error:  # a worker thread must not die silently
-                log.exception("%s job for %s crashed", job_type, namespace)
-                started.put(ErstwhileError(f"the {job_type} job crashed: {error}"))
+            except BaseException as error:  # a worker thread must not die silently
+                if not isinstance(error, Stop):
+                    log.exception("%s job for %s crashed", job_type, namespace)
+                started.put(ErstwhileError(f"the {job_type} job crashed: {error!r}"))
 
-        threading.Thread(target=work, name=f"erstwhile-{job_type}", daemon=True).start()
-        outcome = started.get()
+        self._jobs.start(work, f"erstwhile-{job_type}")
+        outcome = started.get()  # the row opens before the job waits for anything
         if isinstance(outcome, ErstwhileError):
             raise outcome
         return outcome
@@ -557,15 +569,15 @@ class Service(GraphMethods):
         """A queued namespace's backlogs: vectors first, then the graph."""
         embedder = self.embedder_for(namespace)
         if embedder is not None and self.store.backlog_count(namespace, embedder.embedder_id):
-            with self._job_locks(namespace):
-                run_embed_job(self.store, namespace, embedder)
+            run_embed_job(self.store, namespace, embedder, lock=self._job_locks(namespace),
+                          stop=self._jobs.stop)  # fmt: skip
         graph = self.store.graph
         if self.extractor is not None and (
             self.extraction_backlog(namespace) or graph.unswept(namespace)
         ):  # a job row only when there is work: writes queue this often
-            with self._extract_locks(namespace):
-                run_extract_job(self.store, namespace, self.extractor,
-                                min_confidence=self.min_confidence, clock=self.clock)  # fmt: skip
+            run_extract_job(self.store, namespace, self.extractor,
+                            min_confidence=self.min_confidence, clock=self.clock,
+                            lock=self._extract_locks(namespace), stop=self._jobs.stop)  # fmt: skip
 
     def _queue_if_backlog(self, namespace: str) -> None:
         if self.background is None:

@@ -27,6 +27,7 @@ from erstwhile.extraction.base import Extractor
 from erstwhile.extraction.resolution import Resolver, plan
 from erstwhile.jobs.embed import NamespaceLocks, Progress
 from erstwhile.jobs.extract import ExtractReport, run_extract_job
+from erstwhile.jobs.rows import JobThreads
 from erstwhile.store.base import Store
 
 MAX_ENTITY_LIST = 1000
@@ -61,6 +62,7 @@ class GraphMethods:
     extractor: Extractor | None
     min_confidence: float
     _extract_locks: NamespaceLocks
+    _jobs: JobThreads
     # asserted writes resolve against the graph, then write: one at a time per namespace
     _assert_lock: threading.Lock
 
@@ -172,11 +174,11 @@ class GraphMethods:
         """Reads the namespace's extraction backlog into the graph now (and sweeps)."""
         validate_namespace(namespace)
         extractor = self._require_extractor(namespace)
-        with self._extract_locks(namespace):
-            return run_extract_job(
-                self.store, namespace, extractor, min_confidence=self.min_confidence,
-                progress=progress, clock=self.clock,
-            )  # fmt: skip
+        return run_extract_job(
+            self.store, namespace, extractor, min_confidence=self.min_confidence,
+            progress=progress, clock=self.clock, lock=self._extract_locks(namespace),
+            stop=self._jobs.stop,
+        )  # fmt: skip
 
     def _require_extractor(self, namespace: str) -> Extractor:
         if self.extractor is None:
