@@ -44,6 +44,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from zipfile import BadZipFile
 
 import numpy as np
 
@@ -326,21 +327,22 @@ def load(where: Path, conn: sqlite3.Connection, embedder_id: str, dimensions: in
     if (held_dimensions, format_) != (dimensions, FORMAT):
         return None
     base = f"{where / _name(embedder_id)}.{token}"
-    try:
+    try:  # every byte checked before any is parsed
         rows, summed = _read_rows(base + ".rows.npy", int(count), dimensions)
-        blob = Path(base + ".rowids.npy").read_bytes()
-        summed = zlib.crc32(blob, summed)
-        rowids = np.load(io.BytesIO(blob))
-        index: IndexParts | None = None
-        if os.path.exists(base + ".ivf.npz"):
-            blob = Path(base + ".ivf.npz").read_bytes()
-            summed = zlib.crc32(blob, summed)
-            index = _load_index(blob, rowids, dimensions)
-            if index is None:
-                return None
-        if summed != int(checksum) or rowids.shape != (int(count),) or rowids.dtype != np.int64:
+        listed = Path(base + ".rowids.npy").read_bytes()
+        summed = zlib.crc32(listed, summed)
+        lists = Path(base + ".ivf.npz").read_bytes() if os.path.exists(base + ".ivf.npz") else None
+        if lists is not None:
+            summed = zlib.crc32(lists, summed)
+        if summed != int(checksum):
             return None
-    except (OSError, ValueError, KeyError, TypeError, RuntimeError, EOFError):
+        rowids = np.load(io.BytesIO(listed))
+        if rowids.shape != (int(count),) or rowids.dtype != np.int64:
+            return None
+        index = None if lists is None else _load_index(lists, rowids, dimensions)
+        if lists is not None and index is None:
+            return None
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError, EOFError, BadZipFile):
         return None
     return Saved(int(seq), rows, rowids, index)
 
