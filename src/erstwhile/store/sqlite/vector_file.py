@@ -33,7 +33,6 @@ copies, those of a save killed midway, those of an older format).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import io
 import os
@@ -47,6 +46,11 @@ from typing import Any
 from zipfile import BadZipFile
 
 import numpy as np
+
+try:
+    import fcntl
+except ImportError:  # no flock (Windows): no copies are saved, every matrix is read
+    fcntl = None  # type: ignore[assignment]
 
 #: A matrix of fewer vectors is read from the table every time (cheap), never saved.
 SAVE_MIN = 10_000
@@ -126,6 +130,8 @@ def write(where: Path, snapshot: Snapshot) -> Written | None:
     """Writes the snapshot's files under a new token, each fsynced before its rename,
     then the directory. None when the folder cannot be written (the copy is only a
     speed-up): nothing of this save is left then."""
+    if fcntl is None:
+        return None
     token = secrets.token_hex(8)
     base = f"{where / _name(snapshot.embedder_id)}.{token}"
     lock = None
@@ -251,6 +257,8 @@ def sweep(where: Path, name: str, keep: str | None) -> None:
     """Removes the files of embedder ``name`` but token ``keep``'s and those of saves
     under way (their lock is held)."""
     idle: set[str] = set()
+    if fcntl is None:
+        return
     for token in {part.split(".")[1] for part in _files(where, name)} - {keep}:
         lock = where / f"{name}.{token}.lock"
         try:
