@@ -315,6 +315,8 @@ def test_kill_during_a_save_never_changes_an_answer(tmp_path: Path, trial: int) 
         process.send_signal(signal.SIGKILL)
         process.wait()
     FIGURES.add("saves killed", 1)
+    left = [f for f in (tmp_path / "m.db.vectors").glob("*") if f.suffix != ".lock"]
+    FIGURES.add("copy files the kills left (committed or not)", len(left))
     queries = unit(np.random.default_rng(trial).normal(size=(QUERIES, DIMENSIONS)))
     want = oracle(path, queries)
     got, _ = fresh_answers(path, queries)
