@@ -253,6 +253,12 @@ def commit(conn: sqlite3.Connection, where: Path, snapshot: Snapshot, written: W
     return not void
 
 
+def abandon(where: Path, snapshot: Snapshot, written: Written) -> None:
+    """Removes the files of a save that will not be committed."""
+    _remove(where, _name(snapshot.embedder_id), {written.token})
+    written.lock.close()
+
+
 def sweep(where: Path, name: str, keep: str | None) -> None:
     """Removes the files of embedder ``name`` but token ``keep``'s and those of saves
     under way (their lock is held)."""

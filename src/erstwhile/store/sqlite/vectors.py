@@ -29,7 +29,7 @@ import numpy as np
 
 from erstwhile.store.sqlite import ann, vector_file
 from erstwhile.store.sqlite.ann import ListIndex
-from erstwhile.store.sqlite.connection import connect
+from erstwhile.store.sqlite.connection import connect, log
 from erstwhile.store.sqlite.matrix_view import View
 
 __all__ = ["VectorCache", "View"]
@@ -394,11 +394,15 @@ class VectorCache:
             written = vector_file.write(folder, snapshot)
             if written is None:
                 continue
-            conn = connect(self.database)
             try:
-                vector_file.commit(conn, folder, snapshot, written)
-            finally:
-                conn.close()
+                conn = connect(self.database)
+                try:
+                    vector_file.commit(conn, folder, snapshot, written)
+                finally:
+                    conn.close()
+            except Exception:  # the database cannot be opened: this copy is not kept
+                log.warning("the vector copy was not saved", exc_info=True)
+                vector_file.abandon(folder, snapshot, written)
 
     def saved(self, timeout: float | None = None) -> bool:
         """Waits until the writer thread has written every save due (tests, close)."""
