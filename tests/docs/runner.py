@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import linecache
 import os
 import re
 import shlex
 import subprocess
 import sys
 import tomllib
+import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -188,8 +190,17 @@ def run_block(page: Page, block: Block) -> None:
     except DocError:
         raise
     except BaseException as error:  # noqa: BLE001 - any failure of a block is the page's
-        raise DocError(f"{block.where}: the {block.lang} block failed: {error!r}") from error
+        line = _page_line(error, block)
+        raise DocError(f"{line}: the {block.lang} block failed: {error!r}") from error
     page.ran.append(block)
+
+
+def _page_line(error: BaseException, block: Block) -> str:
+    """page:line of the page's own line where ``error`` was raised, else the block's."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == block.page]
+    if not frames:
+        return block.where
+    return f"{block.page}:{frames[-1].lineno} ({(frames[-1].line or '').strip()})"
 
 
 def console_commands(block: Block) -> Iterator[tuple[str, str | None]]:
@@ -228,7 +239,9 @@ def _parse_data(block: Block) -> None:
 
 def _run_python(page: Page, block: Block) -> None:
     # padded so a traceback's line numbers are the page's own
-    code = compile("\n" * block.line + block.code, block.page, "exec")
+    source = "\n" * block.line + block.code
+    linecache.cache[block.page] = (len(source), None, source.splitlines(True), block.page)
+    code = compile(source, block.page, "exec")
     with _environment(page.env), contextlib.chdir(page.workdir):
         exec(code, page.namespace)  # noqa: S102 - our own document
 
