@@ -45,6 +45,8 @@ BLOCK_SECONDS = 180
 
 MARKER = re.compile(r"^\s*<!--\s*doc-test:\s*(?P<body>.*?)\s*-->\s*$")
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`\s]*)[^`]*$")
+# a command that serves until stopped: it can only run as a fixture, never as a block
+SERVES = re.compile(r"^[$\s]*erstwhile\b[^#\n]*?\s(serve|mcp)\b", re.MULTILINE)
 ERROR_LINE = re.compile(r"^error: (?P<code>erstwhile\.[a-z_.]+):")
 
 
@@ -125,6 +127,12 @@ def _classify(block: Block) -> None:
     runnable = PYTHON | SHELL | CONSOLE
     if block.directive == "server" and block.lang not in runnable:
         raise DocError(f"{block.where}: a server block must be python, bash or console")
+    if _starts_a_server(block):
+        raise DocError(
+            f"{block.where}: this block starts a server, which runs until stopped: mark it "
+            "<!-- doc-test: skip — WHY -->, and give the blocks that call a server "
+            "<!-- doc-test: server -->"
+        )
     if block.lang in runnable | DATA | SHOWN:
         return
     raise DocError(
@@ -132,6 +140,14 @@ def _classify(block: Block) -> None:
         "python, bash, console, json, toml or text, or mark it "
         "<!-- doc-test: skip — WHY --> on the line before its fence"
     )
+
+
+def _starts_a_server(block: Block) -> bool:
+    if block.lang in SHELL:
+        return bool(SERVES.search(block.code))
+    if block.lang in CONSOLE:  # a command shown failing at startup may run
+        return any(SERVES.search(command) for command, error in console_commands(block) if not error)
+    return False
 
 
 # -- running -----------------------------------------------------------------------

@@ -92,6 +92,8 @@ def test_blocks_share_a_directory_a_store_and_the_erstwhile_of_this_tree(tmp_pat
         ("<!-- doc-test: skip — why -->\n\nprose, then\n" + block("python", "x"), "right before"),
         ("text\n<!-- doc-test: skip — why -->\n", "no block after it"),
         (f"{FENCE}python\nx = 1\n", "never closed"),
+        (block("bash", "erstwhile token create\nerstwhile --db x.db serve --port 1"), "starts a server"),
+        (block("console", "$ erstwhile mcp --namespace me"), "starts a server"),
     ],
 )
 def test_what_the_runner_cannot_classify_is_refused(text: str, says: str) -> None:
