@@ -85,7 +85,9 @@ def parse(text: str, page: str = "<page>") -> list[Block]:
         fence = FENCE.match(lines[i])
         if not fence:
             if pending and lines[i].strip():
-                raise DocError(f"{page}:{pending[0]}: a doc-test marker must come right before a fence")
+                raise DocError(
+                    f"{page}:{pending[0]}: a doc-test marker must come right before a fence"
+                )
             i += 1
             continue
         start, indent, close = i, fence["indent"], fence["fence"]
@@ -113,9 +115,11 @@ def parse(text: str, page: str = "<page>") -> list[Block]:
 
 def _directive(body: str, where: str) -> tuple[str, str]:
     name, _, rest = body.partition(" ")
-    reason = rest.strip().lstrip("—–-:").strip()
+    reason = rest.strip().lstrip("\u2014\u2013-:").strip()  # em dash, en dash
     if name not in DIRECTIVES:
-        raise DocError(f"{where}: unknown doc-test marker {name!r}; use one of {sorted(DIRECTIVES)}")
+        raise DocError(
+            f"{where}: unknown doc-test marker {name!r}; use one of {sorted(DIRECTIVES)}"
+        )
     if name == "skip" and not reason:
         raise DocError(f"{where}: a skipped block needs its reason: <!-- doc-test: skip — WHY -->")
     return name, reason
@@ -146,7 +150,9 @@ def _starts_a_server(block: Block) -> bool:
     if block.lang in SHELL:
         return bool(SERVES.search(block.code))
     if block.lang in CONSOLE:  # a command shown failing at startup may run
-        return any(SERVES.search(command) for command, error in console_commands(block) if not error)
+        return any(
+            SERVES.search(command) for command, error in console_commands(block) if not error
+        )
     return False
 
 
@@ -205,7 +211,7 @@ def run_block(page: Page, block: Block) -> None:
                 _run_shell(page, block, command, expect_error=code)
     except DocError:
         raise
-    except BaseException as error:  # noqa: BLE001 - any failure of a block is the page's
+    except BaseException as error:
         line = _page_line(error, block)
         raise DocError(f"{line}: the {block.lang} block failed: {error!r}") from error
     page.ran.append(block)
@@ -259,7 +265,7 @@ def _run_python(page: Page, block: Block) -> None:
     linecache.cache[block.page] = (len(source), None, source.splitlines(True), block.page)
     code = compile(source, block.page, "exec")
     with _environment(page.env), contextlib.chdir(page.workdir):
-        exec(code, page.namespace)  # noqa: S102 - our own document
+        exec(code, page.namespace)
 
 
 @contextlib.contextmanager

@@ -41,9 +41,11 @@ def test_a_page_that_runs_passes(tmp_path: Path) -> None:
         ("def f(:", "SyntaxError"),
     ],
 )
-def test_a_broken_python_block_fails_naming_its_line(tmp_path: Path, broken: str, says: str) -> None:
+def test_a_broken_python_block_fails_naming_its_line(
+    tmp_path: Path, broken: str, says: str
+) -> None:
     text = "# A page\n\n" + block("python", "x = 1") + block("python", f"y = 2\n{broken}")
-    with pytest.raises(DocError, match="page.md:") as failure:
+    with pytest.raises(DocError, match=r"page\.md:") as failure:
         run(tmp_path, text)
     assert says in str(failure.value)
     if "SyntaxError" not in says:  # the page's own line is named
@@ -58,24 +60,23 @@ def test_a_failing_shell_block_fails(tmp_path: Path) -> None:
 def test_a_console_error_is_expected_when_shown_and_refused_otherwise(tmp_path: Path) -> None:
     shown = "$ erstwhile --db missing.db search car\nerror: erstwhile.not_found: …"
     run(tmp_path, block("console", shown))
-    with pytest.raises(DocError, match="erstwhile.not_found"):
+    with pytest.raises(DocError, match=r"erstwhile\.not_found"):
         run(tmp_path, block("console", "$ erstwhile --db missing.db search car"))
     wrong = "$ erstwhile --db missing.db search car\nerror: erstwhile.input.invalid: …"
-    with pytest.raises(DocError, match="expected error erstwhile.input.invalid"):
+    with pytest.raises(DocError, match=r"expected error erstwhile\.input\.invalid"):
         run(tmp_path, block("console", wrong))
 
 
 def test_blocks_share_a_directory_a_store_and_the_erstwhile_of_this_tree(tmp_path: Path) -> None:
-    text = (
-        block("bash", 'echo hello > note.txt\nerstwhile --embedder none add "from the shell" --id s')
-        + block(
-            "python",
-            "import erstwhile, os, pathlib\n"
-            "assert pathlib.Path('note.txt').read_text() == 'hello\\n'\n"
-            "m = erstwhile.open(os.environ['ERSTWHILE_DB'], embedder='none')\n"
-            "assert m.get('default', 's').content == 'from the shell'\n"
-            "m.close()",
-        )
+    text = block(
+        "bash", 'echo hello > note.txt\nerstwhile --embedder none add "from the shell" --id s'
+    ) + block(
+        "python",
+        "import erstwhile, os, pathlib\n"
+        "assert pathlib.Path('note.txt').read_text() == 'hello\\n'\n"
+        "m = erstwhile.open(os.environ['ERSTWHILE_DB'], embedder='none')\n"
+        "assert m.get('default', 's').content == 'from the shell'\n"
+        "m.close()",
     )
     run(tmp_path, text)
     assert (tmp_path / "work" / "memory.db").exists()  # the store is the page's own
@@ -92,7 +93,10 @@ def test_blocks_share_a_directory_a_store_and_the_erstwhile_of_this_tree(tmp_pat
         ("<!-- doc-test: skip — why -->\n\nprose, then\n" + block("python", "x"), "right before"),
         ("text\n<!-- doc-test: skip — why -->\n", "no block after it"),
         (f"{FENCE}python\nx = 1\n", "never closed"),
-        (block("bash", "erstwhile token create\nerstwhile --db x.db serve --port 1"), "starts a server"),
+        (
+            block("bash", "erstwhile token create\nerstwhile --db x.db serve --port 1"),
+            "starts a server",
+        ),
         (block("console", "$ erstwhile mcp --namespace me"), "starts a server"),
     ],
 )
@@ -113,11 +117,15 @@ def test_a_marked_block_is_not_run_and_data_blocks_are_parsed(tmp_path: Path) ->
 def test_a_server_block_gets_a_real_server(tmp_path: Path) -> None:
     code = (
         "import os, erstwhile\n"
-        "with erstwhile.Client(os.environ['ERSTWHILE_URL'], token=os.environ['ERSTWHILE_TOKEN']) as c:\n"
+        "url, token = os.environ['ERSTWHILE_URL'], os.environ['ERSTWHILE_TOKEN']\n"
+        "with erstwhile.Client(url, token=token) as c:\n"
         "    c.add('n', 'served', id='r')\n"
         "    assert c.get('n', 'r').content == 'served'"
     )
-    shell = 'curl -sf "$ERSTWHILE_URL/v1/namespaces/n/records/r" -H "Authorization: Bearer $ERSTWHILE_TOKEN"'
+    shell = (
+        'curl -sf "$ERSTWHILE_URL/v1/namespaces/n/records/r"'
+        ' -H "Authorization: Bearer $ERSTWHILE_TOKEN"'
+    )
     marker = "<!-- doc-test: server -->"
     run(tmp_path, block("python", code, marker) + block("bash", shell, marker))
 
