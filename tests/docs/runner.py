@@ -307,7 +307,8 @@ def close_all(page: Page) -> None:
     import erstwhile
 
     for value in list(page.namespace.values()):
-        if isinstance(value, erstwhile.Memory | erstwhile.Client):
+        held = getattr(value, "memory", value)  # a store built on one (LangGraph's)
+        if isinstance(held, erstwhile.Memory | erstwhile.Client):
             with contextlib.suppress(Exception):
-                value.close()
+                held.close()
     page.namespace.clear()
