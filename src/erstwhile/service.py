@@ -10,7 +10,6 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
 
@@ -20,7 +19,6 @@ from erstwhile.domain.errors import (
     ErstwhileError,
     InvalidInput,
     NotFound,
-    PolicyLimit,
     ProviderFailed,
     ReindexNeeded,
     SemanticUnavailable,
@@ -62,6 +60,7 @@ from erstwhile.jobs.embed import (
 )
 from erstwhile.jobs.extract import run_extract_job
 from erstwhile.jobs.mining import MineReport, MineRequest, run_mine_job
+from erstwhile.policy import Policy, admits, check_cap, check_trust
 from erstwhile.rerank import Reranker, rerank_hits
 from erstwhile.service_graph import GraphMethods
 from erstwhile.store.base import LexicalHits, SemanticHits, Store
@@ -73,73 +72,6 @@ log = logging.getLogger("erstwhile.service")
 
 LOCAL_ACTOR = "local"
 JOB_TYPES = ("embed", "extract", "reindex", "mine")
-
-
-@dataclass(frozen=True)
-class Policy:
-    """Caps that keep one caller from taking a shared server down (SPEC §11).
-
-    ``None`` is no cap (the embedded default: the caller owns the process). A request
-    over a cap is refused with :class:`PolicyLimit`, never silently truncated."""
-
-    max_top_k: int | None = None
-    max_candidate_k: int | None = None
-    max_records_per_upsert: int | None = None
-    max_content_bytes: int | None = None
-    max_max_rows: int | None = None
-
-    def check_upsert(self, records: Sequence[Record], *, count: bool = True) -> None:
-        if count:
-            _cap(
-                len(records),
-                self.max_records_per_upsert,
-                "records",
-                "max_records_per_upsert",
-                "send them in smaller batches",
-            )
-        if self.max_content_bytes is not None:
-            for index, record in enumerate(records):
-                _cap(
-                    len(record.content.encode("utf-8")),
-                    self.max_content_bytes,
-                    f"records[{index}].content (bytes)",
-                    "max_content_bytes",
-                    "split the content into several records",
-                )
-
-    def check_search(self, request: SearchRequest) -> None:
-        _cap(request.top_k, self.max_top_k, "top_k", "max_top_k", "ask for fewer hits")
-        if request.candidate_k is not None:
-            _cap(
-                request.candidate_k,
-                self.max_candidate_k,
-                "candidate_k",
-                "max_candidate_k",
-                "ask for a shallower lane depth",
-            )
-
-    def check_expire(self, request: ExpireRequest) -> None:
-        _cap(
-            request.max_rows,
-            self.max_max_rows,
-            "max_rows",
-            "max_max_rows",
-            "expire in several smaller calls",
-        )
-
-    def lane_depth(self, request: SearchRequest) -> int:
-        """The hybrid lane depth: the caller's (checked), or the default kept under the cap."""
-        depth = request.lane_depth()
-        if request.candidate_k is None and self.max_candidate_k is not None:
-            depth = max(min(depth, self.max_candidate_k), request.top_k)
-        return depth
-
-
-def _cap(value: int, cap: int | None, field: str, setting: str, fix: str) -> None:
-    if cap is not None and value > cap:
-        raise PolicyLimit(
-            f"{field} is {value}, over the configured limit of {cap} (policy.{setting}); {fix}"
-        )
 
 
 class _AnnouncingStore:
@@ -590,9 +522,24 @@ class Service(GraphMethods):
         record_id: str,
         version: int | None = None,
         known_at: int | None = None,
+        *,
+        min_trust: str | None = None,
     ) -> Record:
         """The current record, one of its versions, or its version as known at record
-        time ``known_at``; :class:`NotFound` if none."""
+        time ``known_at``; :class:`NotFound` if none, or if it is below the trust view
+        (``min_trust``, else the namespace's default view)."""
+        view = self.policy.view(namespace, check_trust(min_trust, "min_trust"))
+        record = self._get(namespace, record_id, version, known_at)
+        if not admits(view, record):
+            raise NotFound(
+                f"record {record_id!r} is {record.trust} and namespace {namespace!r} is "
+                f"read with trust view {view!r}; ask with min_trust unverified to see it"
+            )
+        return record
+
+    def _get(
+        self, namespace: str, record_id: str, version: int | None, known_at: int | None
+    ) -> Record:
         validate_namespace(namespace)
         validate_record_id(record_id)
         if version is not None and version < 1:
@@ -621,15 +568,26 @@ class Service(GraphMethods):
         known_at: int | None = None,
         *,
         versions: bool = False,
+        min_trust: str | None = None,
     ) -> list[Record]:
         """Every record of the supersession chain through ``record_id``, oldest first;
         as known at record time ``known_at`` when given. Each carries its record-time
         range: from ``updated_at`` until ``known_until``, the instant a later version
         replaced it (None while current). With ``versions``, every stored version of
-        each record of the chain (in-place rewrites too), oldest first in record time."""
+        each record of the chain (in-place rewrites too), oldest first in record time.
+        Versions below the trust view (``min_trust``, else the namespace's default
+        view) are left out; :class:`NotFound` when that leaves none."""
         validate_namespace(namespace)
         validate_record_id(record_id)
-        return self.store.history(namespace, record_id, known_at, versions=versions)
+        view = self.policy.view(namespace, check_trust(min_trust, "min_trust"))
+        chain = self.store.history(namespace, record_id, known_at, versions=versions)
+        seen = [record for record in chain if admits(view, record)]
+        if chain and not seen:
+            raise NotFound(
+                f"no version of record {record_id!r} is {view}, the trust view namespace "
+                f"{namespace!r} is read with; ask with min_trust unverified to see them"
+            )
+        return seen
 
     def changes(
         self,
@@ -668,8 +626,9 @@ class Service(GraphMethods):
         caps, fusing lanes and reporting what could not be searched as warnings."""
         validate_namespace(namespace)
         self.policy.check_search(request)
+        request = self.policy.viewed(namespace, request)  # every lane and hop sees it
         if isinstance(request.expand, Expand):
-            _cap(request.expand.limit, self.policy.max_top_k, "expand.limit", "max_top_k",
+            check_cap(request.expand.limit, self.policy.max_top_k, "expand.limit", "max_top_k",
                  "ask for fewer related records")  # fmt: skip
         window = request.window(self.clock())
         warnings: list[str] = []

@@ -127,7 +127,10 @@ class SemanticServicer(pb_grpc.SemanticServicer):
     ) -> pb.HistoryResponse:
         def call(who: Caller) -> pb.HistoryResponse:
             known_at = convert.history_known_at(request)
-            chain = who.history(request.namespace, request.id, known_at, versions=request.versions)
+            chain = who.history(
+                request.namespace, request.id, known_at, versions=request.versions,
+                min_trust=convert.history_min_trust(request),
+            )  # fmt: skip
             return convert.history_response(chain)
 
         return self._serve(context, "History", call)
