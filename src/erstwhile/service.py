@@ -671,11 +671,13 @@ class Service(GraphMethods):
         hits = hits[: request.top_k]
         if request.expand:
             hits = self._expand(namespace, request, window, hits)
-        if request.include_vector and embedder is not None:
+        if request.include_vector and embedder is not None and not request.ids_only:
             vectors = self.store.vectors_for(namespace, [h.record.id for h in hits],
                                              embedder.embedder_id)  # fmt: skip
             for hit in hits:
                 hit.record.vector = vectors.get(hit.record.id)
+        if request.ids_only:  # SPEC §6: only each hit's record.id and score
+            hits = [Hit(record=Record(id=hit.record.id), score=hit.score) for hit in hits]
         return SearchResult(
             hits=hits, ranking=ranking, unembedded=unembedded, warnings=warnings,
             ids_only=request.ids_only,
