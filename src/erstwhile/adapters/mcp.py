@@ -278,7 +278,8 @@ class SearchHit(_Output):
     signals: dict[str, dict[str, float | int | str]] = Field(default_factory=dict)
     via: list[dict[str, str]] = Field(
         default_factory=list,
-        description="For a memory the graph related: the entity, predicate and edge that did.",
+        description="For a memory the graph related: the entity (its id and name), the "
+        "predicate and the edge that did.",
     )
 
 

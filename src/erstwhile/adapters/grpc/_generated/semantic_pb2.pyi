@@ -292,14 +292,16 @@ class GraphSignal(_message.Message):
     def __init__(self, hops: _Optional[int] = ..., from_id: _Optional[str] = ...) -> None: ...
 
 class Via(_message.Message):
-    __slots__ = ("entity", "predicate", "edge")
+    __slots__ = ("entity", "predicate", "edge", "name")
     ENTITY_FIELD_NUMBER: _ClassVar[int]
     PREDICATE_FIELD_NUMBER: _ClassVar[int]
     EDGE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
     entity: str
     predicate: str
     edge: str
-    def __init__(self, entity: _Optional[str] = ..., predicate: _Optional[str] = ..., edge: _Optional[str] = ...) -> None: ...
+    name: str
+    def __init__(self, entity: _Optional[str] = ..., predicate: _Optional[str] = ..., edge: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
 
 class DeleteRequest(_message.Message):
     __slots__ = ("namespace", "id", "hard")
