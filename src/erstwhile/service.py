@@ -599,7 +599,7 @@ class Service(GraphMethods):
         limit: int = DEFAULT_CHANGES,
     ) -> ChangesPage:
         """What was recorded in the namespace in record time ``[since, until)`` (until
-        now by default): added, revised, invalidated, deleted and verified records,
+        now by default): added, revised, superseded, invalidated, deleted and verified records,
         oldest first, a page of ``limit`` after ledger seq ``after``."""
         validate_namespace(namespace)
         until = self.clock() + 1 if until is None else until
