@@ -26,6 +26,7 @@ from erstwhile.domain.vectors import unit_rows
 from erstwhile.embedding.binding import EmbedderBinding, EmbedderSpec, build_embedder
 from erstwhile.extraction.registry import ExtractorSpec, build_extractor
 from erstwhile.gc_pause import gc_paused
+from erstwhile.jobs import job_json
 from erstwhile.jobs.batches import DEFAULT_BATCH_SIZE
 from erstwhile.jobs.embed import JobReport, Progress
 from erstwhile.jobs.extract import ExtractReport
@@ -210,6 +211,13 @@ class Memory:
             namespace, id, _instant(known_at, "known_at"), versions=versions,
             min_trust=min_trust,
         )  # fmt: skip
+
+    def audit(self, namespace: str) -> dict[str, Any]:
+        """A namespace's embedder, vector backlog, record counts (current, superseded,
+        invalidated, deleted), extractor, extraction backlog and latest jobs: what
+        ``GET /v1/namespaces/{ns}/audit`` answers and ``erstwhile audit`` shows."""
+        found = self.service.audit(namespace)
+        return {**found, "jobs": [job_json(job) for job in found["jobs"]]}
 
     def changes(
         self,
