@@ -44,7 +44,13 @@ from erstwhile.domain.search import (
     query_words,
 )
 from erstwhile.domain.time import now_us
-from erstwhile.domain.vectors import MAX_COUNT, MAX_INT64, unit_rows
+from erstwhile.domain.vectors import (
+    MAX_COUNT,
+    MAX_INT64,
+    caller_space,
+    checked_vector,
+    unit_rows,
+)
 from erstwhile.domain.words import check_language, query_terms, terms
 from erstwhile.embedding.base import Embedder
 from erstwhile.embedding.binding import EmbedderBinding, check_dimensions
@@ -227,13 +233,11 @@ class Service(GraphMethods):
                     "(or a vector to store without text)"
                 )
             if record.vector is not None:
-                if embedder is None:
-                    raise SemanticUnavailable(
-                        f"records[{index}].vector was given but namespace {namespace!r} has "
-                        "no embedder to store it under; configure one"
-                    )
-                if units is None:  # checked here; the store keeps it at unit length
-                    check_dimensions(embedder, record.vector, f"records[{index}].vector")
+                field = f"records[{index}].vector"
+                if embedder is None:  # the caller's own space (caller_space)
+                    checked_vector(record.vector, field, len(given[0]))
+                elif units is None:  # checked here; the store keeps it at unit length
+                    check_dimensions(embedder, record.vector, field)
             prepared.append(record)
         warnings: list[str] = []
         if embedder is not None and units is None:
@@ -243,7 +247,9 @@ class Service(GraphMethods):
             prepared,
             now=self.clock(),
             actor=actor,
-            embedder_id=embedder.embedder_id if embedder else None,
+            embedder_id=embedder.embedder_id
+            if embedder
+            else (caller_space(len(given[0])) if given else None),
             invalidations=invalidations,
             units=units,
         )
@@ -285,13 +291,12 @@ class Service(GraphMethods):
         validate_namespace(namespace)
         validate_record_id(record_id)
         embedder = self.embedder_for(namespace)
-        if embedder is None:
-            raise SemanticUnavailable(
-                f"namespace {namespace!r} has no embedder to store a vector under"
-            )
-        unit = check_dimensions(embedder, vector, "vector")
+        if embedder is None:  # the caller's own space, one per size
+            unit, space = checked_vector(vector, "vector"), caller_space(len(vector))
+        else:
+            unit, space = check_dimensions(embedder, vector, "vector"), embedder.embedder_id
         self.store.set_embedding(
-            namespace, record_id, embedder.embedder_id, unit,
+            namespace, record_id, space, unit,
             now=self.clock(), actor=actor,
         )  # fmt: skip
 
@@ -649,15 +654,16 @@ class Service(GraphMethods):
             lexical = self.store.lexical(namespace, request, window, depth)
         if ranking == Ranking.LEXICAL and not lexical and not self._searchable(namespace, request):
             warnings.append("query has no searchable words; nothing was matched")
+        space = self._space(embedder, request)
         if ranking in (Ranking.SEMANTIC, Ranking.HYBRID):
-            assert embedder is not None and query_vector is not None
+            assert space is not None and query_vector is not None
             semantic, unembedded = self.store.semantic(
-                namespace, request, window, embedder.embedder_id, query_vector, depth
+                namespace, request, window, space, query_vector, depth
             )
             if unembedded and request.require_complete:
                 raise ReindexNeeded(
                     f"{unembedded} in-scope records of namespace {namespace!r} have no vector "
-                    f"for {embedder.embedder_id} yet; run `erstwhile embed` (or drop "
+                    f"for {space} yet; run `erstwhile embed` (or drop "
                     "require_complete)"
                 )
             if unembedded:
@@ -671,9 +677,9 @@ class Service(GraphMethods):
         hits = hits[: request.top_k]
         if request.expand:
             hits = self._expand(namespace, request, window, hits)
-        if request.include_vector and embedder is not None and not request.ids_only:
+        if request.include_vector and space is not None and not request.ids_only:
             vectors = self.store.vectors_for(namespace, [h.record.id for h in hits],
-                                             embedder.embedder_id)  # fmt: skip
+                                             space)  # fmt: skip
             for hit in hits:
                 hit.record.vector = vectors.get(hit.record.id)
         if request.ids_only:  # SPEC §6: only each hit's record.id and score
@@ -682,6 +688,16 @@ class Service(GraphMethods):
             hits=hits, ranking=ranking, unembedded=unembedded, warnings=warnings,
             ids_only=request.ids_only,
         )  # fmt: skip
+
+    @staticmethod
+    def _space(embedder: Embedder | None, request: SearchRequest) -> str | None:
+        """The vector space the semantic lane reads: the embedder's, else (a query
+        vector in a namespace without one) the callers' space of its size."""
+        if embedder is not None:
+            return embedder.embedder_id
+        if request.query_vector is not None:
+            return caller_space(len(request.query_vector))
+        return None
 
     def _searchable(self, namespace: str, request: SearchRequest) -> bool:
         """Whether the query has a term the lexical lane could match (not only stop
@@ -695,12 +711,9 @@ class Service(GraphMethods):
         """Decides the lanes: keeps a promise or refuses it, and says when auto degrades."""
         ranking = request.ranking
         if request.query_vector is not None:
-            if embedder is None:
-                raise SemanticUnavailable(
-                    f"query_vector was given but namespace {namespace!r} has no embedder "
-                    "whose vectors it could be compared with"
-                )
             # a unit vector: scores are then cosine similarities
+            if embedder is None:  # compared with the vectors callers brought (caller_space)
+                return Ranking.SEMANTIC, checked_vector(request.query_vector, "query_vector")
             return Ranking.SEMANTIC, check_dimensions(
                 embedder, request.query_vector, "query_vector"
             )
