@@ -208,8 +208,19 @@ class GraphMethods:
             namespace, request, window, [hit.record.id for hit in hits],
             hops=spec.hops, limit=spec.limit,
         )  # fmt: skip
+        names: dict[str, str] = {}
+
+        def named(via: dict[str, str]) -> dict[str, str]:
+            """The path with its entity's name beside its id (the id links to the
+            entity's page; the name is what a reader recognises)."""
+            entity = via["entity"]
+            if entity not in names:
+                names[entity] = self.store.graph.entity(namespace, entity).name
+            return {"entity": entity, "name": names[entity],
+                    **{k: v for k, v in via.items() if k != "entity"}}  # fmt: skip
+
         return hits + [
             Hit(record=r.record, score=0.0, signals={"graph": {"hops": r.hops, "from": r.origin}},
-                via=r.via)
+                via=[named(via) for via in r.via])
             for r in reached
         ]  # fmt: skip

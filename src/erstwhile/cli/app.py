@@ -21,6 +21,7 @@ import typer
 from typer.core import TyperGroup
 
 from erstwhile.cli import (
+    audit,
     changes,
     demo,
     embedding,
@@ -204,6 +205,7 @@ def root(
 records.register(app)
 search.register(app)
 changes.register(app)
+audit.register(app)
 embedding.register(app)
 graph.register(app)
 demo.register(app)
