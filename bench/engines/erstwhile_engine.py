@@ -157,8 +157,8 @@ class ErstwhileEngine(Engine):
             files = Path(self.target).parent.glob(Path(self.target).name + "*")
             info["disk_bytes_per_record"] = sum(
                 f.stat().st_size for f in files if f.is_file()) / data.size  # fmt: skip
-            # the saved matrix and graph copies (store/sqlite/vector_file.py), apart: the
-            # bytes on disk (the matrix file's room for later vectors is a hole)
+            # the saved matrix and list copies (store/sqlite/vector_file.py), apart: the
+            # bytes on disk
             copies = Path(self.target + ".vectors")
             held = sum(f.stat().st_blocks * 512 for f in copies.glob("*") if f.is_file())
             info["vector_copy_bytes_per_record"] = held / data.size

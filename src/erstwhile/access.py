@@ -124,9 +124,11 @@ class Caller:
         record_id: str,
         version: int | None = None,
         known_at: int | None = None,
+        *,
+        min_trust: str | None = None,
     ) -> Record:
         self.require(Capability.READ, namespace)
-        return self.service.get(namespace, record_id, version, known_at)
+        return self.service.get(namespace, record_id, version, known_at, min_trust=min_trust)
 
     def history(
         self,
@@ -135,9 +137,12 @@ class Caller:
         known_at: int | None = None,
         *,
         versions: bool = False,
+        min_trust: str | None = None,
     ) -> list[Record]:
         self.require(Capability.READ, namespace)
-        return self.service.history(namespace, record_id, known_at, versions=versions)
+        return self.service.history(
+            namespace, record_id, known_at, versions=versions, min_trust=min_trust
+        )
 
     def changes(
         self, namespace: str, since: int, until: int | None, *, after: int | None, limit: int

@@ -33,7 +33,7 @@ from pydantic_settings import (
 )
 
 from erstwhile.domain.errors import InvalidInput
-from erstwhile.domain.records import validate_namespace
+from erstwhile.domain.records import Trust, validate_namespace
 from erstwhile.domain.validation import as_invalid_input
 from erstwhile.domain.words import check_language
 from erstwhile.embedding.binding import EmbedderSpec, build_embedder
@@ -41,7 +41,7 @@ from erstwhile.embedding.config import EmbedderConfig
 from erstwhile.extraction.config import ExtractorConfig
 from erstwhile.memory import CONFIG_ENV, MAX_WORKERS, Memory
 from erstwhile.memory import open_memory as open_embedded
-from erstwhile.service import Policy
+from erstwhile.policy import Policy
 from erstwhile.store import StorageOptions
 
 DEFAULT_HOST = "127.0.0.1"
@@ -133,14 +133,24 @@ class PolicySettings(BaseModel):
     max_content_bytes: int = Field(default=1_000_000, gt=0)
     max_max_rows: int = Field(default=100_000, gt=0)
     max_body_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
+    default_view: Trust = Field(
+        default="unverified",
+        description="The least trust every read sees unless it asks otherwise (a search's "
+        "min_trust, a get's or history's min_trust): 'unverified' = every record, "
+        "'verified' = only records an admin verified. [namespaces.NAME] default_view "
+        "overrides it for one namespace.",
+    )
 
-    def caps(self) -> Policy:
+    def caps(self, views: Mapping[str, Trust] | None = None) -> Policy:
+        """The service's policy; ``views``: per-namespace trust views."""
         return Policy(
             max_top_k=self.max_top_k,
             max_candidate_k=self.max_candidate_k,
             max_records_per_upsert=self.max_records_per_upsert,
             max_content_bytes=self.max_content_bytes,
             max_max_rows=self.max_max_rows,
+            default_view=self.default_view,
+            views=dict(views or {}),
         )
 
 
@@ -168,6 +178,11 @@ class NamespaceSettings(BaseModel):
         description="The lexical lane's language: 'english' (the default: stop words "
         "dropped, words stemmed) or 'simple' (words as written). A change re-indexes "
         "the namespace when the store opens.",
+    )
+    default_view: Trust | None = Field(
+        default=None,
+        description="This namespace's trust view ('verified' or 'unverified'); "
+        "default: [policy] default_view",
     )
 
     @field_validator("text_search")
@@ -225,6 +240,14 @@ class Settings(BaseSettings):
             if ns.embedding is not None
         }
         return self.embedding.spec(), overrides
+
+    def trust_views(self) -> dict[str, Trust]:
+        """The namespaces whose trust view differs from [policy] default_view's."""
+        return {
+            name: ns.default_view
+            for name, ns in self.namespaces.items()
+            if ns.default_view is not None
+        }
 
     def check_exposure(self) -> None:
         """Refuses to serve without auth anywhere but loopback (SPEC §11)."""
@@ -298,9 +321,12 @@ def open_store_only(settings: Settings) -> Memory:
     return open_memory(bare, background_jobs=False)
 
 
-def open_memory(settings: Settings, *, background_jobs: bool = True) -> Memory:
+def open_memory(
+    settings: Settings, *, background_jobs: bool = True, create: bool = True, caps: bool = True
+) -> Memory:
     """Opens the store the settings name, with their embedders (each with its cache
-    size) and their policy caps."""
+    size) and their policy caps (``caps=False``: none, as the CLI opens it).
+    ``create=False`` opens only a store that exists."""
 
     def embedder(settings_: EmbeddingSettings) -> EmbedderSpec:
         spec = settings_.spec()
@@ -315,7 +341,14 @@ def open_memory(settings: Settings, *, background_jobs: bool = True) -> Memory:
             if ns.embedding is not None
         },
         background_jobs=background_jobs,
-        policy=settings.policy.caps(),
+        # The CLI leaves the server's caps out but keeps the trust views: what a read
+        # sees must not depend on the interface that asks.
+        policy=(
+            settings.policy.caps(settings.trust_views())
+            if caps
+            else Policy(default_view=settings.policy.default_view, views=settings.trust_views())
+        ),
+        create=create,
         extractor=settings.extraction,
         text_search={
             name: ns.text_search

@@ -26,9 +26,11 @@ from erstwhile.domain.vectors import unit_rows
 from erstwhile.embedding.binding import EmbedderBinding, EmbedderSpec, build_embedder
 from erstwhile.extraction.registry import ExtractorSpec, build_extractor
 from erstwhile.gc_pause import gc_paused
+from erstwhile.jobs import job_json
 from erstwhile.jobs.batches import DEFAULT_BATCH_SIZE
 from erstwhile.jobs.embed import JobReport, Progress
 from erstwhile.jobs.extract import ExtractReport
+from erstwhile.jobs.files import shown, storable
 from erstwhile.jobs.folder import DEFAULT_MAX_BYTES
 from erstwhile.jobs.mining import MineReport, MineRequest
 from erstwhile.rerank import RerankerSpec, build_reranker
@@ -174,23 +176,49 @@ class Memory:
         return self.service.search(namespace, parse_model(SearchRequest, options))
 
     def get(
-        self, namespace: str, id: str, version: int | None = None, known_at: Any = None
+        self,
+        namespace: str,
+        id: str,
+        version: int | None = None,
+        known_at: Any = None,
+        *,
+        min_trust: str | None = None,
     ) -> Record:
         """The current record, one of its versions, or (``known_at``, an instant) its
-        version as erstwhile knew it then."""
-        return self.service.get(namespace, id, version, _instant(known_at, "known_at"))
+        version as erstwhile knew it then. A record below the trust view (``min_trust``:
+        ``"verified"`` or ``"unverified"``, else the namespace's default view) is not
+        found."""
+        return self.service.get(
+            namespace, id, version, _instant(known_at, "known_at"),
+            min_trust=min_trust,
+        )  # fmt: skip
 
     def history(
-        self, namespace: str, id: str, known_at: Any = None, *, versions: bool = False
+        self,
+        namespace: str,
+        id: str,
+        known_at: Any = None,
+        *,
+        versions: bool = False,
+        min_trust: str | None = None,
     ) -> list[Record]:
         """The supersession chain through ``id``, oldest first; as known at ``known_at``
         when given. Each record carries its record-time range, ``updated_at`` until
         ``known_until`` (None while current). ``versions=True`` lists every stored
         version of each record of the chain instead, in-place rewrites too, oldest
-        first in record time."""
+        first in record time. Versions below the trust view (``min_trust``, else the
+        namespace's default view) are left out."""
         return self.service.history(
-            namespace, id, _instant(known_at, "known_at"), versions=versions
-        )
+            namespace, id, _instant(known_at, "known_at"), versions=versions,
+            min_trust=min_trust,
+        )  # fmt: skip
+
+    def audit(self, namespace: str) -> dict[str, Any]:
+        """A namespace's embedder, vector backlog, record counts (current, superseded,
+        invalidated, deleted), extractor, extraction backlog and latest jobs: what
+        ``GET /v1/namespaces/{ns}/audit`` answers and ``erstwhile audit`` shows."""
+        found = self.service.audit(namespace)
+        return {**found, "jobs": [job_json(job) for job in found["jobs"]]}
 
     def changes(
         self,
@@ -271,6 +299,12 @@ class Memory:
         invalidated. ``include``/``exclude`` are gitignore-style patterns; the folder's
         ``.gitignore`` files are honoured. ``source`` names the folder in ``origin``
         (default: its absolute path). ``progress(documents done, documents)``."""
+        if not storable(os.fspath(path)):
+            raise InvalidInput(
+                f"path '{shown(os.fspath(path))}' is not UTF-8, which a mine request cannot "
+                "carry; rename the folder, or mine it through a link whose name is UTF-8, "
+                "naming the source with --source NAME"
+            )
         request = parse_model(
             MineRequest,
             {"path": os.fspath(path), "include": list(include), "exclude": list(exclude),

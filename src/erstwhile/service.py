@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
 
@@ -20,7 +20,6 @@ from erstwhile.domain.errors import (
     ErstwhileError,
     InvalidInput,
     NotFound,
-    PolicyLimit,
     ProviderFailed,
     ReindexNeeded,
     SemanticUnavailable,
@@ -46,7 +45,13 @@ from erstwhile.domain.search import (
     query_words,
 )
 from erstwhile.domain.time import now_us
-from erstwhile.domain.vectors import MAX_COUNT, MAX_INT64, unit_rows
+from erstwhile.domain.vectors import (
+    MAX_COUNT,
+    MAX_INT64,
+    caller_space,
+    checked_vector,
+    unit_rows,
+)
 from erstwhile.domain.words import check_language, query_terms, terms
 from erstwhile.embedding.base import Embedder
 from erstwhile.embedding.binding import EmbedderBinding, check_dimensions
@@ -62,6 +67,8 @@ from erstwhile.jobs.embed import (
 )
 from erstwhile.jobs.extract import run_extract_job
 from erstwhile.jobs.mining import MineReport, MineRequest, run_mine_job
+from erstwhile.jobs.rows import JobThreads, Stop
+from erstwhile.policy import Policy, admits, check_cap, check_trust
 from erstwhile.rerank import Reranker, rerank_hits
 from erstwhile.service_graph import GraphMethods
 from erstwhile.store.base import LexicalHits, SemanticHits, Store
@@ -73,73 +80,6 @@ log = logging.getLogger("erstwhile.service")
 
 LOCAL_ACTOR = "local"
 JOB_TYPES = ("embed", "extract", "reindex", "mine")
-
-
-@dataclass(frozen=True)
-class Policy:
-    """Caps that keep one caller from taking a shared server down (SPEC §11).
-
-    ``None`` is no cap (the embedded default: the caller owns the process). A request
-    over a cap is refused with :class:`PolicyLimit`, never silently truncated."""
-
-    max_top_k: int | None = None
-    max_candidate_k: int | None = None
-    max_records_per_upsert: int | None = None
-    max_content_bytes: int | None = None
-    max_max_rows: int | None = None
-
-    def check_upsert(self, records: Sequence[Record], *, count: bool = True) -> None:
-        if count:
-            _cap(
-                len(records),
-                self.max_records_per_upsert,
-                "records",
-                "max_records_per_upsert",
-                "send them in smaller batches",
-            )
-        if self.max_content_bytes is not None:
-            for index, record in enumerate(records):
-                _cap(
-                    len(record.content.encode("utf-8")),
-                    self.max_content_bytes,
-                    f"records[{index}].content (bytes)",
-                    "max_content_bytes",
-                    "split the content into several records",
-                )
-
-    def check_search(self, request: SearchRequest) -> None:
-        _cap(request.top_k, self.max_top_k, "top_k", "max_top_k", "ask for fewer hits")
-        if request.candidate_k is not None:
-            _cap(
-                request.candidate_k,
-                self.max_candidate_k,
-                "candidate_k",
-                "max_candidate_k",
-                "ask for a shallower lane depth",
-            )
-
-    def check_expire(self, request: ExpireRequest) -> None:
-        _cap(
-            request.max_rows,
-            self.max_max_rows,
-            "max_rows",
-            "max_max_rows",
-            "expire in several smaller calls",
-        )
-
-    def lane_depth(self, request: SearchRequest) -> int:
-        """The hybrid lane depth: the caller's (checked), or the default kept under the cap."""
-        depth = request.lane_depth()
-        if request.candidate_k is None and self.max_candidate_k is not None:
-            depth = max(min(depth, self.max_candidate_k), request.top_k)
-        return depth
-
-
-def _cap(value: int, cap: int | None, field: str, setting: str, fix: str) -> None:
-    if cap is not None and value > cap:
-        raise PolicyLimit(
-            f"{field} is {value}, over the configured limit of {cap} (policy.{setting}); {fix}"
-        )
 
 
 class _AnnouncingStore:
@@ -157,6 +97,9 @@ class _AnnouncingStore:
         self._announce(job_id)
         return job_id
 
+
+#: How long ``close`` waits for running jobs to stop before it closes the store anyway.
+STOP_JOBS_SECONDS = 3.0
 
 #: Changes per page by default (``changes``).
 DEFAULT_CHANGES = 100
@@ -194,6 +137,7 @@ class Service(GraphMethods):
         self._job_locks = NamespaceLocks()
         self._extract_locks = NamespaceLocks()
         self._assert_lock = threading.Lock()
+        self._jobs = JobThreads()  # its stop, set by close(), ends every job at its next step
         self.background: BackgroundEmbedder | None = None
         mark_interrupted(store)
         for namespace, language in (text_search or {}).items():
@@ -212,9 +156,15 @@ class Service(GraphMethods):
         return Access(self.store)
 
     def close(self) -> None:
-        """Stops background jobs and releases the embedders and the store."""
+        """Stops jobs and releases the embedders and the store. A running job is asked
+        to stop and ends ``interrupted`` after the step at hand; one that does not stop
+        within :data:`STOP_JOBS_SECONDS` (a provider call, say) is left to the process's
+        end, and its row is marked at the next open."""
+        deadline = time.monotonic() + STOP_JOBS_SECONDS
+        self._jobs.stop.set()
         if self.background is not None:
-            self.background.stop()
+            self.background.stop(timeout=STOP_JOBS_SECONDS)
+        self._jobs.stop_all(max(0.0, deadline - time.monotonic()))
         self.embedders.close()
         if self.extractor is not None:
             self.extractor.close()
@@ -295,13 +245,11 @@ class Service(GraphMethods):
                     "(or a vector to store without text)"
                 )
             if record.vector is not None:
-                if embedder is None:
-                    raise SemanticUnavailable(
-                        f"records[{index}].vector was given but namespace {namespace!r} has "
-                        "no embedder to store it under; configure one"
-                    )
-                if units is None:  # checked here; the store keeps it at unit length
-                    check_dimensions(embedder, record.vector, f"records[{index}].vector")
+                field = f"records[{index}].vector"
+                if embedder is None:  # the caller's own space (caller_space)
+                    checked_vector(record.vector, field, len(given[0]))
+                elif units is None:  # checked here; the store keeps it at unit length
+                    check_dimensions(embedder, record.vector, field)
             prepared.append(record)
         warnings: list[str] = []
         if embedder is not None and units is None:
@@ -311,7 +259,9 @@ class Service(GraphMethods):
             prepared,
             now=self.clock(),
             actor=actor,
-            embedder_id=embedder.embedder_id if embedder else None,
+            embedder_id=embedder.embedder_id
+            if embedder
+            else (caller_space(len(given[0])) if given else None),
             invalidations=invalidations,
             units=units,
         )
@@ -353,13 +303,12 @@ class Service(GraphMethods):
         validate_namespace(namespace)
         validate_record_id(record_id)
         embedder = self.embedder_for(namespace)
-        if embedder is None:
-            raise SemanticUnavailable(
-                f"namespace {namespace!r} has no embedder to store a vector under"
-            )
-        unit = check_dimensions(embedder, vector, "vector")
+        if embedder is None:  # the caller's own space, one per size
+            unit, space = checked_vector(vector, "vector"), caller_space(len(vector))
+        else:
+            unit, space = check_dimensions(embedder, vector, "vector"), embedder.embedder_id
         self.store.set_embedding(
-            namespace, record_id, embedder.embedder_id, unit,
+            namespace, record_id, space, unit,
             now=self.clock(), actor=actor,
         )  # fmt: skip
 
@@ -423,13 +372,11 @@ class Service(GraphMethods):
         embedder = self.embedder_for(namespace)
         if embedder is None:
             raise SemanticUnavailable(f"namespace {namespace!r} has no embedder configured")
-        with self._job_locks(namespace):
-            if reindex:
-                store.clear_vectors(namespace, embedder.embedder_id)
-            return run_embed_job(
-                store, namespace, embedder, progress=progress,
-                job_type="reindex" if reindex else "embed",
-            )  # fmt: skip
+        return run_embed_job(
+            store, namespace, embedder, progress=progress,
+            job_type="reindex" if reindex else "embed", lock=self._job_locks(namespace),
+            stop=self._jobs.stop,
+        )  # fmt: skip
 
     def mine(
         self,
@@ -457,8 +404,9 @@ class Service(GraphMethods):
         def write(records: list[Record], invalidations: list[tuple[str, int]]) -> UpsertResult:
             return self.ingest(namespace, records, invalidations, actor=actor, capped=False)
 
-        with self._job_locks(f"mine {namespace}"):
-            report = run_mine_job(store, write, namespace, request, progress=progress)
+        report = run_mine_job(store, write, namespace, request, progress=progress,
+                              lock=self._job_locks(f"mine {namespace}"),
+                              stop=self._jobs.stop)  # fmt: skip
         self.queue_derived(namespace)
         return report
 
@@ -504,20 +452,21 @@ class Service(GraphMethods):
                 if mine is not None:
                     self._mine(store, namespace, mine, progress=None, actor=actor)
                 elif job_type == "extract":
-                    with self._extract_locks(namespace):
-                        run_extract_job(store, namespace, extractor,
-                                        min_confidence=self.min_confidence,
-                                        clock=self.clock)  # fmt: skip
+                    run_extract_job(store, namespace, extractor,
+                                    min_confidence=self.min_confidence, clock=self.clock,
+                                    lock=self._extract_locks(namespace),
+                                    stop=self._jobs.stop)  # fmt: skip
                 else:
                     self._embed(store, namespace, progress=None, reindex=job_type == "reindex")
             except ErstwhileError as error:
                 started.put(error)  # ignored when the job row exists: it records the failure
-            except Exception as error:  # a worker thread must not die silently
-                log.exception("%s job for %s crashed", job_type, namespace)
-                started.put(ErstwhileError(f"the {job_type} job crashed: {error}"))
+            except BaseException as error:  # a worker thread must not die silently
+                if not isinstance(error, Stop):
+                    log.exception("%s job for %s crashed", job_type, namespace)
+                started.put(ErstwhileError(f"the {job_type} job crashed: {error!r}"))
 
-        threading.Thread(target=work, name=f"erstwhile-{job_type}", daemon=True).start()
-        outcome = started.get()
+        self._jobs.start(work, f"erstwhile-{job_type}")
+        outcome = started.get()  # the row opens before the job waits for anything
         if isinstance(outcome, ErstwhileError):
             raise outcome
         return outcome
@@ -557,15 +506,15 @@ class Service(GraphMethods):
         """A queued namespace's backlogs: vectors first, then the graph."""
         embedder = self.embedder_for(namespace)
         if embedder is not None and self.store.backlog_count(namespace, embedder.embedder_id):
-            with self._job_locks(namespace):
-                run_embed_job(self.store, namespace, embedder)
+            run_embed_job(self.store, namespace, embedder, lock=self._job_locks(namespace),
+                          stop=self._jobs.stop)  # fmt: skip
         graph = self.store.graph
         if self.extractor is not None and (
             self.extraction_backlog(namespace) or graph.unswept(namespace)
         ):  # a job row only when there is work: writes queue this often
-            with self._extract_locks(namespace):
-                run_extract_job(self.store, namespace, self.extractor,
-                                min_confidence=self.min_confidence, clock=self.clock)  # fmt: skip
+            run_extract_job(self.store, namespace, self.extractor,
+                            min_confidence=self.min_confidence, clock=self.clock,
+                            lock=self._extract_locks(namespace), stop=self._jobs.stop)  # fmt: skip
 
     def _queue_if_backlog(self, namespace: str) -> None:
         if self.background is None:
@@ -590,9 +539,24 @@ class Service(GraphMethods):
         record_id: str,
         version: int | None = None,
         known_at: int | None = None,
+        *,
+        min_trust: str | None = None,
     ) -> Record:
         """The current record, one of its versions, or its version as known at record
-        time ``known_at``; :class:`NotFound` if none."""
+        time ``known_at``; :class:`NotFound` if none, or if it is below the trust view
+        (``min_trust``, else the namespace's default view)."""
+        view = self.policy.view(namespace, check_trust(min_trust, "min_trust"))
+        record = self._get(namespace, record_id, version, known_at)
+        if not admits(view, record):
+            raise NotFound(
+                f"record {record_id!r} is {record.trust} and namespace {namespace!r} is "
+                f"read with trust view {view!r}; ask with min_trust unverified to see it"
+            )
+        return record
+
+    def _get(
+        self, namespace: str, record_id: str, version: int | None, known_at: int | None
+    ) -> Record:
         validate_namespace(namespace)
         validate_record_id(record_id)
         if version is not None and version < 1:
@@ -621,15 +585,26 @@ class Service(GraphMethods):
         known_at: int | None = None,
         *,
         versions: bool = False,
+        min_trust: str | None = None,
     ) -> list[Record]:
         """Every record of the supersession chain through ``record_id``, oldest first;
         as known at record time ``known_at`` when given. Each carries its record-time
         range: from ``updated_at`` until ``known_until``, the instant a later version
         replaced it (None while current). With ``versions``, every stored version of
-        each record of the chain (in-place rewrites too), oldest first in record time."""
+        each record of the chain (in-place rewrites too), oldest first in record time.
+        Versions below the trust view (``min_trust``, else the namespace's default
+        view) are left out; :class:`NotFound` when that leaves none."""
         validate_namespace(namespace)
         validate_record_id(record_id)
-        return self.store.history(namespace, record_id, known_at, versions=versions)
+        view = self.policy.view(namespace, check_trust(min_trust, "min_trust"))
+        chain = self.store.history(namespace, record_id, known_at, versions=versions)
+        seen = [record for record in chain if admits(view, record)]
+        if chain and not seen:
+            raise NotFound(
+                f"no version of record {record_id!r} is {view}, the trust view namespace "
+                f"{namespace!r} is read with; ask with min_trust unverified to see them"
+            )
+        return seen
 
     def changes(
         self,
@@ -641,7 +616,7 @@ class Service(GraphMethods):
         limit: int = DEFAULT_CHANGES,
     ) -> ChangesPage:
         """What was recorded in the namespace in record time ``[since, until)`` (until
-        now by default): added, revised, invalidated, deleted and verified records,
+        now by default): added, revised, superseded, invalidated, deleted and verified records,
         oldest first, a page of ``limit`` after ledger seq ``after``."""
         validate_namespace(namespace)
         until = self.clock() + 1 if until is None else until
@@ -668,8 +643,9 @@ class Service(GraphMethods):
         caps, fusing lanes and reporting what could not be searched as warnings."""
         validate_namespace(namespace)
         self.policy.check_search(request)
+        request = self.policy.viewed(namespace, request)  # every lane and hop sees it
         if isinstance(request.expand, Expand):
-            _cap(request.expand.limit, self.policy.max_top_k, "expand.limit", "max_top_k",
+            check_cap(request.expand.limit, self.policy.max_top_k, "expand.limit", "max_top_k",
                  "ask for fewer related records")  # fmt: skip
         window = request.window(self.clock())
         warnings: list[str] = []
@@ -690,15 +666,16 @@ class Service(GraphMethods):
             lexical = self.store.lexical(namespace, request, window, depth)
         if ranking == Ranking.LEXICAL and not lexical and not self._searchable(namespace, request):
             warnings.append("query has no searchable words; nothing was matched")
+        space = self._space(embedder, request)
         if ranking in (Ranking.SEMANTIC, Ranking.HYBRID):
-            assert embedder is not None and query_vector is not None
+            assert space is not None and query_vector is not None
             semantic, unembedded = self.store.semantic(
-                namespace, request, window, embedder.embedder_id, query_vector, depth
+                namespace, request, window, space, query_vector, depth
             )
             if unembedded and request.require_complete:
                 raise ReindexNeeded(
                     f"{unembedded} in-scope records of namespace {namespace!r} have no vector "
-                    f"for {embedder.embedder_id} yet; run `erstwhile embed` (or drop "
+                    f"for {space} yet; run `erstwhile embed` (or drop "
                     "require_complete)"
                 )
             if unembedded:
@@ -712,15 +689,27 @@ class Service(GraphMethods):
         hits = hits[: request.top_k]
         if request.expand:
             hits = self._expand(namespace, request, window, hits)
-        if request.include_vector and embedder is not None:
+        if request.include_vector and space is not None and not request.ids_only:
             vectors = self.store.vectors_for(namespace, [h.record.id for h in hits],
-                                             embedder.embedder_id)  # fmt: skip
+                                             space)  # fmt: skip
             for hit in hits:
                 hit.record.vector = vectors.get(hit.record.id)
+        if request.ids_only:  # SPEC §6: only each hit's record.id and score
+            hits = [Hit(record=Record(id=hit.record.id), score=hit.score) for hit in hits]
         return SearchResult(
             hits=hits, ranking=ranking, unembedded=unembedded, warnings=warnings,
             ids_only=request.ids_only,
         )  # fmt: skip
+
+    @staticmethod
+    def _space(embedder: Embedder | None, request: SearchRequest) -> str | None:
+        """The vector space the semantic lane reads: the embedder's, else (a query
+        vector in a namespace without one) the callers' space of its size."""
+        if embedder is not None:
+            return embedder.embedder_id
+        if request.query_vector is not None:
+            return caller_space(len(request.query_vector))
+        return None
 
     def _searchable(self, namespace: str, request: SearchRequest) -> bool:
         """Whether the query has a term the lexical lane could match (not only stop
@@ -734,12 +723,9 @@ class Service(GraphMethods):
         """Decides the lanes: keeps a promise or refuses it, and says when auto degrades."""
         ranking = request.ranking
         if request.query_vector is not None:
-            if embedder is None:
-                raise SemanticUnavailable(
-                    f"query_vector was given but namespace {namespace!r} has no embedder "
-                    "whose vectors it could be compared with"
-                )
             # a unit vector: scores are then cosine similarities
+            if embedder is None:  # compared with the vectors callers brought (caller_space)
+                return Ranking.SEMANTIC, checked_vector(request.query_vector, "query_vector")
             return Ranking.SEMANTIC, check_dimensions(
                 embedder, request.query_vector, "query_vector"
             )

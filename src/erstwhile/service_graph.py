@@ -27,6 +27,7 @@ from erstwhile.extraction.base import Extractor
 from erstwhile.extraction.resolution import Resolver, plan
 from erstwhile.jobs.embed import NamespaceLocks, Progress
 from erstwhile.jobs.extract import ExtractReport, run_extract_job
+from erstwhile.jobs.rows import JobThreads
 from erstwhile.store.base import Store
 
 MAX_ENTITY_LIST = 1000
@@ -61,6 +62,7 @@ class GraphMethods:
     extractor: Extractor | None
     min_confidence: float
     _extract_locks: NamespaceLocks
+    _jobs: JobThreads
     # asserted writes resolve against the graph, then write: one at a time per namespace
     _assert_lock: threading.Lock
 
@@ -172,11 +174,11 @@ class GraphMethods:
         """Reads the namespace's extraction backlog into the graph now (and sweeps)."""
         validate_namespace(namespace)
         extractor = self._require_extractor(namespace)
-        with self._extract_locks(namespace):
-            return run_extract_job(
-                self.store, namespace, extractor, min_confidence=self.min_confidence,
-                progress=progress, clock=self.clock,
-            )  # fmt: skip
+        return run_extract_job(
+            self.store, namespace, extractor, min_confidence=self.min_confidence,
+            progress=progress, clock=self.clock, lock=self._extract_locks(namespace),
+            stop=self._jobs.stop,
+        )  # fmt: skip
 
     def _require_extractor(self, namespace: str) -> Extractor:
         if self.extractor is None:
@@ -206,8 +208,19 @@ class GraphMethods:
             namespace, request, window, [hit.record.id for hit in hits],
             hops=spec.hops, limit=spec.limit,
         )  # fmt: skip
+        names: dict[str, str] = {}
+
+        def named(via: dict[str, str]) -> dict[str, str]:
+            """The path with its entity's name beside its id (the id links to the
+            entity's page; the name is what a reader recognises)."""
+            entity = via["entity"]
+            if entity not in names:
+                names[entity] = self.store.graph.entity(namespace, entity).name
+            return {"entity": entity, "name": names[entity],
+                    **{k: v for k, v in via.items() if k != "entity"}}  # fmt: skip
+
         return hits + [
             Hit(record=r.record, score=0.0, signals={"graph": {"hops": r.hops, "from": r.origin}},
-                via=r.via)
+                via=[named(via) for via in r.via])
             for r in reached
         ]  # fmt: skip

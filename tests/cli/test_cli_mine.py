@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,6 +14,7 @@ Plain = Callable[[str], str]
 REPORT_KEYS = [
     "job_id", "namespace", "source", "documents", "chunks", "added", "superseded",
     "unchanged", "invalidated", "removed_documents", "skipped", "batches", "warnings",
+    "refused",
 ]  # fmt: skip
 
 
@@ -38,7 +40,7 @@ def test_mine_files_a_folder_and_re_mining_writes_only_changes(
     assert list(report) == REPORT_KEYS
     assert (report["documents"], report["chunks"], report["added"]) == (2, 3, 3)
     assert report["skipped"] == {"ignored": 2, "unsupported": 1, "too_large": 0, "binary": 0,
-                                 "unreadable": 0}  # fmt: skip
+                                 "unreadable": 0, "not_regular": 0, "bad_name": 0}  # fmt: skip
     hits = cli.json("search", "garage", "-n", "car", "--ranking", "lexical")["hits"]
     record = hits[0]["record"]
     assert record["content"] == "Guide > Parking\n\nLeave it in the garage."
@@ -71,3 +73,15 @@ def test_mine_options_and_errors(cli: Cli, tmp_path: Path) -> None:
     cli.fails(2, "mine", str(tmp_path / "missing"))
     result = cli.fails(2, "mine", str(folder), "--include", " ")
     assert "error: erstwhile.input.invalid: include" in result.stderr
+
+
+def test_refused_files_are_named_in_the_summary(cli: Cli, tmp_path: Path, text: Plain) -> None:
+    folder = notes(tmp_path)
+    os.mkfifo(folder / "pipe.md")  # a blocking open would hang the command for good
+    Path(os.fsdecode(os.fsencode(folder) + b"/caf\xe9.md")).write_text("latin-1 name")
+    summary = text(cli.ok("mine", str(folder), "-n", "z").stdout)
+    assert summary.endswith(
+        "skipped: 2 ignored, 1 unsupported, 1 not regular, 1 bad name "
+        "caf\\xe9.md: bad name (the name is not UTF-8, so it cannot be stored) "
+        "pipe.md: not regular (a FIFO)"
+    ), summary

@@ -150,6 +150,6 @@ def test_known_at_and_changes(cli: Cli) -> None:
     past = cli.json("history", first, "--known-at", recorded)["versions"]
     assert [r["id"] for r in past] == [first]
     page = cli.json("changes", "--since", "2000-01-01")
-    assert [c["change"] for c in page["changes"]] == ["added", "invalidated", "added"]
+    assert [c["change"] for c in page["changes"]] == ["added", "superseded", "added"]
     assert "changes" in cli.ok("changes", "--since", "2000-01-01", "--limit", "1").stdout
     assert cli("changes", "--since", "soon").exit_code != 0

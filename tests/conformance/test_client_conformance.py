@@ -22,7 +22,7 @@ import erstwhile
 from erstwhile.service import Policy
 
 CAPS = Policy(**{k: v for k, v in TEST_POLICY.items() if k != "max_body_bytes"})
-HASH_ID = "hash:feature-hash-v1:256"
+HASH_ID = "hash:feature-hash-v2:256"
 
 Store = erstwhile.Memory | erstwhile.Client
 

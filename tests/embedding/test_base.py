@@ -82,4 +82,4 @@ def test_bad_arguments_are_invalid_input() -> None:
 
 
 def test_repr_names_only_the_identity() -> None:
-    assert repr(CountingEmbedder()) == "CountingEmbedder(embedder_id='counting:feature-hash-v1:16')"
+    assert repr(CountingEmbedder()) == "CountingEmbedder(embedder_id='counting:feature-hash-v2:16')"

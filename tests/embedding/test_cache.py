@@ -63,8 +63,8 @@ def test_query_and_document_vectors_are_kept_apart() -> None:
 
 def test_identity_is_the_inner_embedders() -> None:
     e, inner = cached()
-    assert e.embedder_id == inner.embedder_id == "counting:feature-hash-v1:16"
-    assert (e.provider, e.model, e.dimensions) == ("counting", "feature-hash-v1", 16)
+    assert e.embedder_id == inner.embedder_id == "counting:feature-hash-v2:16"
+    assert (e.provider, e.model, e.dimensions) == ("counting", "feature-hash-v2", 16)
 
 
 def test_lru_eviction_keeps_the_bound_and_the_recently_used() -> None:
@@ -146,7 +146,7 @@ def test_make_embedder_wraps_with_a_cache() -> None:
     cache = EmbeddingCache()
     e = make_embedder(EmbedderConfig(provider="hash", dimensions=32), cache=cache)
     assert isinstance(e, CachedEmbedder) and e.cache is cache
-    assert e.embedder_id == "hash:feature-hash-v1:32"
+    assert e.embedder_id == "hash:feature-hash-v2:32"
     e.embed_documents(["a", "a"])
     assert (cache.hits, cache.misses) == (1, 1)
 

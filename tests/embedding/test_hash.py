@@ -16,9 +16,9 @@ TEXT = "Deterministic embeddings survive a restart, même avec des accents."
 
 
 def test_identity() -> None:
-    assert HashEmbedder().embedder_id == "hash:feature-hash-v1:256"
-    assert HashEmbedder(64).embedder_id == "hash:feature-hash-v1:64"
-    assert make_embedder(EmbedderConfig(provider="hash")).embedder_id == "hash:feature-hash-v1:256"
+    assert HashEmbedder().embedder_id == "hash:feature-hash-v2:256"
+    assert HashEmbedder(64).embedder_id == "hash:feature-hash-v2:64"
+    assert make_embedder(EmbedderConfig(provider="hash")).embedder_id == "hash:feature-hash-v2:256"
 
 
 def test_deterministic_across_processes() -> None:

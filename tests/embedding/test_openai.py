@@ -9,6 +9,7 @@ import pytest
 from erstwhile.domain.errors import InvalidInput, ProviderFailed
 from erstwhile.domain.secrets import Secret
 from erstwhile.embedding import OpenAIEmbedder
+from erstwhile.embedding.config import EmbedderConfig
 
 from .fake_server import FakeServer, Received, openai_reply, reference_vectors
 
@@ -213,3 +214,37 @@ def test_malformed_replies_fail_clearly(server: FakeServer, reply: object, match
 def test_bad_base_url_is_invalid_input() -> None:
     with pytest.raises(InvalidInput, match="base_url"):
         OpenAIEmbedder(model="m", dimensions=8, base_url="ftp://example.invalid")
+
+
+def from_config(server: FakeServer, **options: object) -> OpenAIEmbedder:
+    config = EmbedderConfig(provider="openai", model="test-embed", dimensions=8,
+                            base_url=server.url + "/v1", **options)  # type: ignore[arg-type]  # fmt: skip
+    return OpenAIEmbedder.from_config(config, frozenset())
+
+
+def test_the_key_defaults_to_openai_api_key(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server.respond = lambda req, n: (200, {}, openai_reply(req))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-default")
+    with from_config(server) as e:
+        e.embed_documents(["x"])
+    assert server.requests[-1].headers["Authorization"] == "Bearer sk-from-default"
+    # a configured variable wins over the default one
+    monkeypatch.setenv("ERSTWHILE_TEST_OTHER_KEY", "sk-configured")
+    with from_config(server, api_key_env="ERSTWHILE_TEST_OTHER_KEY") as e:
+        e.embed_documents(["x"])
+    assert server.requests[-1].headers["Authorization"] == "Bearer sk-configured"
+
+
+def test_without_openai_api_key_no_key_is_sent(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server.respond = lambda req, n: (200, {}, openai_reply(req))
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with from_config(server) as e:  # an OpenAI-compatible local server: no key needed
+        e.embed_documents(["x"])
+    assert "Authorization" not in server.requests[-1].headers
+    # a variable named in config must be set
+    with pytest.raises(InvalidInput, match="ERSTWHILE_TEST_UNSET_KEY, which is not set"):
+        from_config(server, api_key_env="ERSTWHILE_TEST_UNSET_KEY")

@@ -36,7 +36,7 @@ def test_every_provider_is_registered() -> None:
 @pytest.mark.parametrize(
     ("config", "kind", "embedder_id"),
     [
-        (EmbedderConfig(provider="hash", dimensions=64), HashEmbedder, "hash:feature-hash-v1:64"),
+        (EmbedderConfig(provider="hash", dimensions=64), HashEmbedder, "hash:feature-hash-v2:64"),
         (EmbedderConfig(provider="local"), LocalEmbedder, "local:all-MiniLM-L6-v2-int8:384"),
         (
             EmbedderConfig(provider="local", model="sentence-transformers/all-MiniLM-L6-v2"),
@@ -86,7 +86,7 @@ def test_a_provider_is_one_registry_entry(monkeypatch: pytest.MonkeyPatch) -> No
 
     monkeypatch.setitem(PROVIDERS, "counting", counting)
     e = make_embedder(EmbedderConfig(provider="counting", dimensions=4))
-    assert e.embedder_id == "counting:feature-hash-v1:4"
+    assert e.embedder_id == "counting:feature-hash-v2:4"
 
 
 @pytest.mark.parametrize(
@@ -94,7 +94,7 @@ def test_a_provider_is_one_registry_entry(monkeypatch: pytest.MonkeyPatch) -> No
     [
         (EmbedderConfig(provider="local", model="bge-small"), "ships all-MiniLM-L6-v2-int8"),
         (EmbedderConfig(provider="local", dimensions=128), "cannot be honoured"),
-        (EmbedderConfig(provider="hash", model="other"), "feature-hash-v1"),
+        (EmbedderConfig(provider="hash", model="other"), "feature-hash-v2"),
         (EmbedderConfig(provider="openai", model="custom"), r"embedding\.dimensions is required"),
         (
             EmbedderConfig(provider="openai", model="m", dimensions=4, base_url="not a url"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,9 +34,16 @@ def _secrets() -> dict[str, str]:
     }
 
 
+def _files(path: Path) -> Iterator[Path]:
+    for entry in sorted(path.parent.glob(path.name + "*")):  # the vector copies' folder too
+        for file in sorted(entry.rglob("*")) if entry.is_dir() else [entry]:
+            if file.is_file():
+                yield file
+
+
 def _traces(path: Path, secrets: dict[str, str]) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
-    for file in sorted(path.parent.glob(path.name + "*")):
+    for file in _files(path):
         data = file.read_bytes()
         hits = [name for name, text in secrets.items() if text.encode() in data]
         if hits:

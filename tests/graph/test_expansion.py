@@ -53,9 +53,10 @@ def test_appended_records_obey_scope_and_time(graph: erstwhile.Memory) -> None:
     assert [h.record.id for h in february.hits] == ["seed", "apollo-doc", "kafka-doc"]
     apollo, kafka = february.hits[1], february.hits[2]
     assert apollo.signals == {"graph": {"hops": 1, "from": "seed"}}
-    assert apollo.via == [{"entity": entity(graph, "Apollo"), "predicate": "works_on",
+    assert apollo.via == [{"entity": entity(graph, "Apollo"), "name": "Apollo",
+                           "predicate": "works_on",
                            "edge": edge(graph, "Ada", "works_on")}]  # fmt: skip
-    assert kafka.via == [{"entity": entity(graph, "Kafka"), "predicate": "uses",
+    assert kafka.via == [{"entity": entity(graph, "Kafka"), "name": "Kafka", "predicate": "uses",
                           "edge": edge(graph, "Ada", "uses")}]  # fmt: skip
     # "apollo-other" is outside the tag scope, "k" too; in April the Kafka edge is closed
     april = search(graph, as_of="2024-04-01", expand=True)

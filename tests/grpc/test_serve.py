@@ -1,6 +1,6 @@
 """``erstwhile serve`` as an operator runs it: gRPC beside REST on one service, health
-checking, reflection (what ``grpcurl`` uses: the README's commands are replayed here
-through descriptors fetched from the server, without the proto), the README's Python
+checking, reflection (what ``grpcurl`` uses: docs/grpc.md's commands are replayed here
+through descriptors fetched from the server, without the proto), docs/grpc.md's Python
 example, and a clean stop of both on SIGTERM."""
 
 from __future__ import annotations
@@ -26,17 +26,18 @@ from erstwhile.adapters.grpc import semantic_pb2 as pb
 
 from .conftest import Rpc, Tokens
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "grpc.md"
 SERVICE = "erstwhile.semantic.v1.Semantic"
 
 
 def grpc_section() -> str:
-    text = README.read_text()
-    return text[text.index("## gRPC") : text.index("\n## ", text.index("## gRPC") + 1)]
+    text = PAGE.read_text()
+    start = text.index("## Calling it")
+    return text[start : text.index("\n## ", start + 1)]
 
 
 def grpcurl_commands() -> list[tuple[str, str, str]]:
-    """(header, JSON body, method) of every grpcurl command in the README."""
+    """(header, JSON body, method) of every grpcurl command in docs/grpc.md."""
     found = re.findall(
         r"grpcurl -plaintext -H \"([^\"]+)\" \\\n\s+-d '(.*?)' \\\n\s+\S+:7078 (\S+)",
         grpc_section(),
@@ -108,7 +109,7 @@ def test_reflection_v1_answers_as_v1alpha_does(channel: grpc.Channel) -> None:
     assert answers["v1"][1].file_descriptor_response.file_descriptor_proto
 
 
-def test_the_readme_python_example_runs(server: Server, tokens: Tokens, ns: str) -> None:
+def test_the_docs_python_example_runs(server: Server, tokens: Tokens, ns: str) -> None:
     section = grpc_section()
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
     assert len(blocks) == 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from erstwhile.jobs.folder import patterns, read, scan
+from erstwhile.jobs.folder import Skipped, patterns, read, scan
 
 
 def tree(root: Path, files: dict[str, str | bytes]) -> Path:
@@ -21,9 +21,9 @@ def tree(root: Path, files: dict[str, str | bytes]) -> Path:
 
 
 def listed(root: Path, **options: object) -> tuple[list[str], Counter[str]]:
-    skipped: Counter[str] = Counter()
+    skipped = Skipped()
     found = sorted(d.path for d in scan(root, skipped=skipped, **options))  # type: ignore[arg-type]
-    return found, skipped
+    return found, +skipped.counts
 
 
 def test_gitignore_files_at_every_level_with_gits_precedence(tmp_path: Path) -> None:

@@ -56,7 +56,7 @@ def test_a_folder_kept_in_step_through_every_kind_of_change(
     assert counts(report) == (10, 0, 0, 0)
     assert (report.documents, report.chunks, report.source) == (3, 10, source)
     assert report.skipped == {"ignored": 0, "unsupported": 1, "too_large": 0, "binary": 1,
-                              "unreadable": 0}  # fmt: skip
+                              "unreadable": 0, "not_regular": 0, "bad_name": 0}  # fmt: skip
     check(memory, NS, source, folder, store_target)
 
     before = ledger_length(memory)  # unchanged: not a version, not a ledger row

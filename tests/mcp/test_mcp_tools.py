@@ -53,7 +53,7 @@ async def test_lists_six_tools_with_schemas_titles_and_honest_hints(
     search = tools["search_memories"].input_schema
     assert set(search["properties"]) == {
         "query", "namespace", "top_k", "ranking", "tags", "kind", "filter",
-        "as_of", "from", "until", "include_historical", "known_at", "expand",
+        "as_of", "from", "until", "include_historical", "known_at", "expand", "min_trust",
     }  # fmt: skip
     assert search["required"] == ["query"]
     assert search["properties"]["ranking"]["enum"] == ["auto", "lexical", "semantic", "hybrid"]

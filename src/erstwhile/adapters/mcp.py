@@ -134,6 +134,11 @@ class SearchMemoriesInput(_Input):
         description="Also return memories related to the hits through the knowledge graph "
         "(the people, projects and tools they mention), after the hits, with 'via' saying how.",
     )
+    min_trust: Literal["unverified", "verified"] | None = Field(
+        default=None,
+        description="verified: only memories a person verified; unverified: every memory. "
+        "Default: the namespace's trust view (set by the operator).",
+    )
 
     def to_request(self) -> SearchRequest:
         """The tool's arguments as the domain's search request: MCP's one conversion."""
@@ -151,6 +156,11 @@ class GetMemoryInput(_Input):
     version: int | None = Field(
         default=None, ge=1, description="An earlier version of this id (default: the latest)."
     )
+    min_trust: Literal["unverified", "verified"] | None = Field(
+        default=None,
+        description="verified: only memories a person verified; unverified: every memory. "
+        "Default: the namespace's trust view (set by the operator).",
+    )
 
 
 class MemoryHistoryInput(_Input):
@@ -159,6 +169,11 @@ class MemoryHistoryInput(_Input):
         default=False,
         description="List every stored version of each memory, rewrites in place too,"
         " oldest first by when each was recorded.",
+    )
+    min_trust: Literal["unverified", "verified"] | None = Field(
+        default=None,
+        description="verified: only memories a person verified; unverified: every memory. "
+        "Default: the namespace's trust view (set by the operator).",
     )
 
 
@@ -263,7 +278,8 @@ class SearchHit(_Output):
     signals: dict[str, dict[str, float | int | str]] = Field(default_factory=dict)
     via: list[dict[str, str]] = Field(
         default_factory=list,
-        description="For a memory the graph related: the entity, predicate and edge that did.",
+        description="For a memory the graph related: the entity (its id and name), the "
+        "predicate and the edge that did.",
     )
 
 
@@ -440,11 +456,14 @@ class MemoryTools:
 
     def get_memory(self, args: GetMemoryInput, context: Context) -> MemoryRecord:
         caller, namespace = self._caller(context, args.namespace)
-        return MemoryRecord.of(caller.get(namespace, args.id, args.version))
+        record = caller.get(namespace, args.id, args.version, min_trust=args.min_trust)
+        return MemoryRecord.of(record)
 
     def memory_history(self, args: MemoryHistoryInput, context: Context) -> MemoryHistoryResult:
         caller, namespace = self._caller(context, args.namespace)
-        versions = caller.history(namespace, args.id, versions=args.versions)
+        versions = caller.history(
+            namespace, args.id, versions=args.versions, min_trust=args.min_trust
+        )
         return MemoryHistoryResult(versions=[MemoryRecord.of(record) for record in versions])
 
     def add_memory(self, args: AddMemoryInput, context: Context) -> WriteResult:

@@ -19,8 +19,8 @@ from pydantic.json_schema import models_json_schema
 from erstwhile.domain.errors import ErstwhileError, Forbidden, InvalidInput
 from erstwhile.domain.records import NAMESPACE_PATTERN, Instant, Record, RecordInput
 from erstwhile.domain.search import ExpireRequest, SearchRequest
-from erstwhile.domain.time import format_instant
 from erstwhile.domain.validation import as_invalid_input, parse_model
+from erstwhile.jobs import job_json as job_json  # re-exported for the routes
 from erstwhile.jobs.mining import MineRequest
 
 M = TypeVar("M", bound=BaseModel)
@@ -271,18 +271,6 @@ class Audit(BaseModel):
 
 class Health(BaseModel):
     status: Literal["ok"]
-
-
-def job_json(job: dict[str, Any]) -> dict[str, Any]:
-    data = {
-        **job,
-        "created_at": format_instant(job["created_at"]),
-        "updated_at": format_instant(job["updated_at"]),
-    }
-    for optional in ("error", "owner"):
-        if data.get(optional) is None:
-            data.pop(optional, None)
-    return data
 
 
 ERROR_STATUSES = {

@@ -196,6 +196,15 @@ KnownAt = Annotated[
     Query(description="Record time travel: as erstwhile knew it at this instant"),
 ]
 
+MinTrust = Annotated[
+    str | None,
+    Query(
+        description="The trust view: 'verified' (only records an admin verified) or "
+        "'unverified' (every record); default: the namespace's default view",
+        json_schema_extra={"enum": ["unverified", "verified"]},
+    ),
+]
+
 
 def _instant(value: str | None, field: str) -> int | None:
     return None if value is None else parse_instant(value, field)
@@ -256,8 +265,10 @@ def get_record(
         Query(description="An earlier version", json_schema_extra={"minimum": 1}),
     ] = None,
     known_at: KnownAt = None,
+    min_trust: MinTrust = None,
 ) -> Response:
-    return reply(who.get(ns, record_id, version, _instant(known_at, "known_at")).to_json())
+    record = who.get(ns, record_id, version, _instant(known_at, "known_at"), min_trust=min_trust)
+    return reply(record.to_json())
 
 
 @records_router.delete(
@@ -325,8 +336,11 @@ def history(
     versions: Annotated[
         bool, Query(description="Every stored version of each record of the chain")
     ] = False,
+    min_trust: MinTrust = None,
 ) -> Response:
-    chain = who.history(ns, record_id, _instant(known_at, "known_at"), versions=versions)
+    chain = who.history(
+        ns, record_id, _instant(known_at, "known_at"), versions=versions, min_trust=min_trust
+    )
     return reply({"versions": [history_entry(r) for r in chain]})
 
 

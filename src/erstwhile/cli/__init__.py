@@ -1,6 +1,7 @@
 """The ``erstwhile`` command line (entry point ``erstwhile.cli:main``).
 
-Modules: ``app`` (the Typer app and global options), ``context`` (opening the store),
+Modules: ``app`` (the Typer app and global options), ``globals`` (the global options
+after the command too), ``context`` (the configuration and opening the store),
 ``options`` (shared options and parsers), ``output`` (rendering), and one module
 per command group: ``records``, ``search``, ``embedding``, ``demo``.
 """

@@ -21,6 +21,7 @@ import typer
 from typer.core import TyperGroup
 
 from erstwhile.cli import (
+    audit,
     changes,
     demo,
     embedding,
@@ -35,8 +36,10 @@ from erstwhile.cli import (
     server,
 )
 from erstwhile.cli.context import CliState
+from erstwhile.cli.globals import share_global_options
 from erstwhile.cli.options import EmbedderName, ExtractorName
 from erstwhile.domain.errors import ErstwhileError, InvalidInput, PolicyLimit
+from erstwhile.memory import CONFIG_ENV
 
 USAGE_ERRORS: tuple[type[ErstwhileError], ...] = (InvalidInput, PolicyLimit)
 
@@ -57,7 +60,12 @@ UsageError, ClickException = _usage_error_types()
 
 class ErstwhileGroup(TyperGroup):
     """The root group: every error, a usage mistake included, ends as one line on
-    stderr (``error: <code>: <message>``) and an exit code."""
+    stderr (``error: <code>: <message>``) and an exit code. Its global options are
+    accepted after every command too (:mod:`erstwhile.cli.globals`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        share_global_options(self)
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -134,30 +142,55 @@ def root(
             envvar="ERSTWHILE_DB",
             metavar="PATH|URL",
             help="Database file, sqlite:/// URL or postgresql:// URL "
-            "(default: erstwhile.db in the user data dir)",
+            "(default: storage.url of the config, else erstwhile.db in the user data dir).",
+            show_default=False,
+        ),
+    ] = None,
+    config: Annotated[
+        str | None,
+        typer.Option(
+            "--config",
+            "-c",
+            envvar=CONFIG_ENV,
+            metavar="FILE",
+            help="TOML config file (docs/server.md): its storage, embedding, extraction and "
+            "namespaces tables reach every command; ERSTWHILE_* variables override it, and "
+            "these options override both.",
             show_default=False,
         ),
     ] = None,
     embedder: Annotated[
-        EmbedderName,
+        EmbedderName | None,
         typer.Option(
             "--embedder",
             envvar="ERSTWHILE_EMBEDDER",
             metavar="NAME",
-            help="Embedding provider: auto (the local model when installed, else hash), "
-            "local, hash, openai, ollama, command, or none (lexical search only).",
+            help="Embedding provider: auto (the default: the local model when installed, "
+            "else hash), local, hash, openai, ollama, command, or none (lexical search "
+            "only); the config's embedding table sets the rest.",
+            show_default=False,
         ),
-    ] = "auto",
+    ] = None,
     extractor: Annotated[
-        ExtractorName,
+        ExtractorName | None,
         typer.Option(
             "--extractor",
             envvar="ERSTWHILE_EXTRACTOR",
             metavar="NAME",
-            help="Extraction provider for the knowledge graph: none (default), heuristic "
-            "(in-process, deterministic), command or http (configured in [extraction]).",
+            help="Extraction provider for the knowledge graph: none (the default), "
+            "heuristic (in-process, deterministic), command or http (their command, URL "
+            "and model come from the config's extraction table).",
+            show_default=False,
         ),
-    ] = "none",
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print stable machine-readable JSON instead of tables (commands "
+            "that print results).",
+        ),
+    ] = False,
     version: Annotated[
         bool,
         typer.Option(
@@ -166,12 +199,13 @@ def root(
     ] = False,
 ) -> None:
     """Long-term memory for AI agents: records that know when they were true."""
-    ctx.obj = CliState(db=db, embedder=embedder, extractor=extractor)
+    ctx.obj = CliState(db=db, config=config, embedder=embedder, extractor=extractor, json=as_json)
 
 
 records.register(app)
 search.register(app)
 changes.register(app)
+audit.register(app)
 embedding.register(app)
 graph.register(app)
 demo.register(app)

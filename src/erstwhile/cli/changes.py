@@ -39,8 +39,8 @@ def changes(
     namespace: Namespace = "default",
     as_json: JsonOutput = False,
 ) -> None:
-    """What was added, revised, invalidated, deleted and verified in a period of record
-    time, oldest first (e.g. what an agent learned overnight)."""
+    """What was added, revised, superseded, invalidated, deleted and verified in a
+    period of record time, oldest first (e.g. what an agent learned overnight)."""
     with open_memory(ctx, create=False) as memory:
         page = memory.changes(namespace, since, until, after=after, limit=limit)
     if as_json:

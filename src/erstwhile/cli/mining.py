@@ -3,7 +3,8 @@
 Files a folder's Markdown, text and code as records, one per chunk, and — run again —
 keeps them in step with the folder (see :mod:`erstwhile.jobs.mining`). Shows a
 progress bar on a terminal and ends with a summary: documents, chunks added,
-superseded, unchanged and invalidated, and the files skipped by reason.
+superseded, unchanged and invalidated, the files skipped by reason, and those refused
+(not a regular file, a name that is not UTF-8, too large, binary, unreadable) by name.
 """
 
 from __future__ import annotations
@@ -116,6 +117,8 @@ def summary(report: MineReport) -> list[str]:
     skipped = [f"{n} {reason.replace('_', ' ')}" for reason, n in report.skipped.items() if n]
     if skipped:
         lines.append("skipped: " + ", ".join(skipped))
+    lines += [f"  {refusal.path}: {refusal.reason.replace('_', ' ')} ({refusal.detail})"
+              for refusal in report.refused]  # fmt: skip
     return lines
 
 

@@ -31,8 +31,20 @@ KnownAt = Annotated[
         help="As erstwhile knew it at this instant (record time), before later writes.",
     ),
 ]
+
+
+def _or_global_json(ctx: typer.Context, value: bool) -> bool:
+    """A command's own ``--json``, or the global one given before the command."""
+    return value or bool(getattr(ctx.find_root().obj, "json", False))
+
+
 JsonOutput = Annotated[
-    bool, typer.Option("--json", help="Print stable machine-readable JSON instead of tables.")
+    bool,
+    typer.Option(
+        "--json",
+        callback=_or_global_json,
+        help="Print stable machine-readable JSON instead of tables.",
+    ),
 ]
 
 # -- record fields (add, supersede) ----------------------------------------------

@@ -57,7 +57,7 @@ def print_note(text: str) -> None:
 
 
 def embedder_note(embedder_id: str, ranking: str | None = None) -> str:
-    """``embedder: hash:feature-hash-v1:256 · ranking: hybrid``."""
+    """``embedder: hash:feature-hash-v2:256 · ranking: hybrid``."""
     note = f"embedder: {embedder_id}"
     return f"{note} · ranking: {ranking}" if ranking else note
 

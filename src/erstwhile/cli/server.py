@@ -21,28 +21,16 @@ from rich import box
 from rich.table import Table
 
 from erstwhile.cli import output
-from erstwhile.cli.context import cli_state
+from erstwhile.cli.context import settings as configured_settings
 from erstwhile.cli.options import JsonOutput
 from erstwhile.domain.auth import Token
 from erstwhile.domain.time import format_instant
-from erstwhile.memory import CONFIG_ENV, MAX_WORKERS, Memory
+from erstwhile.memory import MAX_WORKERS, Memory
 
 # the config module (pydantic-settings, asyncio) is imported by the commands that read
 # a config, not by every CLI call
 if TYPE_CHECKING:
     from erstwhile.config import Settings
-
-ConfigFile = Annotated[
-    str | None,
-    typer.Option(
-        "--config",
-        "-c",
-        envvar=CONFIG_ENV,
-        metavar="FILE",
-        help="TOML config file (see docs/server.md); ERSTWHILE_* variables override it.",
-        show_default=False,
-    ),
-]
 
 LogLevel = Literal["debug", "info", "warning", "error"]
 
@@ -59,30 +47,8 @@ def _open_store(settings: Settings) -> Memory:
     return open_store_only(settings)
 
 
-def settings_for(
-    ctx: typer.Context, config: str | None, overrides: dict[str, Any] | None = None
-) -> Settings:
-    """The settings: file, environment, then the global ``--db``/``--embedder`` and
-    the command's own options."""
-    merged: dict[str, Any] = dict(overrides or {})
-    state = cli_state(ctx)
-    if state.db:
-        merged["storage"] = {"url": state.db}
-    from erstwhile.config import load_settings
-
-    settings = load_settings(config, merged)
-    source = ctx.find_root().get_parameter_source("embedder")
-    if source is not None and source.name != "DEFAULT":  # --embedder or ERSTWHILE_EMBEDDER
-        embedding = settings.embedding.model_copy(
-            update={"provider": state.embedder, "model": None, "dimensions": None}
-        )
-        settings = settings.model_copy(update={"embedding": embedding})
-    return settings
-
-
 def serve(
     ctx: typer.Context,
-    config: ConfigFile = None,
     host: Annotated[
         str | None,
         typer.Option("--host", metavar="HOST", help="Address to bind (default 127.0.0.1)."),
@@ -144,7 +110,7 @@ def serve(
     overrides: dict[str, Any] = {"server": server} if server else {}
     if no_auth:
         overrides["auth"] = {"enabled": False}
-    settings = settings_for(ctx, config, overrides)
+    settings = configured_settings(ctx, overrides)
     settings.check_exposure()
     from erstwhile.cli.serving import serve as run_server  # uvicorn: only when serving
 
@@ -183,12 +149,11 @@ def token_create(
     name: Annotated[
         str | None, typer.Option("--name", metavar="NAME", help="A label for people.")
     ] = None,
-    config: ConfigFile = None,
     as_json: JsonOutput = False,
 ) -> None:
     """Create a token and print its secret, once: it is stored only hashed."""
 
-    with _open_store(settings_for(ctx, config)) as memory:
+    with _open_store(configured_settings(ctx)) as memory:
         token, secret = memory.service.access.create_token(
             name=name, read_only=read_only, admin=admin, namespaces=namespaces or ()
         )
@@ -205,10 +170,10 @@ def token_create(
 
 
 @token_app.command("list")
-def token_list(ctx: typer.Context, config: ConfigFile = None, as_json: JsonOutput = False) -> None:
+def token_list(ctx: typer.Context, as_json: JsonOutput = False) -> None:
     """List tokens (never their secrets)."""
 
-    with _open_store(settings_for(ctx, config)) as memory:
+    with _open_store(configured_settings(ctx)) as memory:
         tokens = memory.service.access.tokens()
     if as_json:
         output.print_json([_token_json(token) for token in tokens])
@@ -233,11 +198,10 @@ def token_list(ctx: typer.Context, config: ConfigFile = None, as_json: JsonOutpu
 def token_disable(
     ctx: typer.Context,
     token_id: Annotated[str, typer.Argument(metavar="ID", help="Token id (tok_…).")],
-    config: ConfigFile = None,
 ) -> None:
     """Disable a token: requests with it get 401 from now on."""
 
-    with _open_store(settings_for(ctx, config)) as memory:
+    with _open_store(configured_settings(ctx)) as memory:
         memory.service.access.disable(token_id)
     output.print_note(f"disabled {token_id}")
 

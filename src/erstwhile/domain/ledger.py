@@ -45,7 +45,7 @@ CHANGE_OF_OP = {
     "create": "added",
     "update": "revised",
     "resurrect": "revised",
-    "close": "invalidated",  # superseded: its validity closed by a replacement
+    "close": "superseded",  # its validity closed by a replacement, as audit says
     "invalidate": "invalidated",
     "delete": "deleted",
     "hard_delete": "deleted",

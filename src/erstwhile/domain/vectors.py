@@ -152,3 +152,10 @@ def unit_rows(
     for row in np.flatnonzero(~usable):
         rows[row] = unit(vectors[int(row)])
     return rows
+
+
+def caller_space(dimensions: int) -> str:
+    """The vector space of vectors a caller brings to a namespace without an embedder:
+    one per size (vectors of different sizes are never compared), stored and searched
+    like an embedder's."""
+    return f"caller:vectors:{dimensions}"

@@ -24,8 +24,8 @@ _WORD = re.compile(r"\w+")
 _WORD_WEIGHT = 1.0
 _GRAM_WEIGHT = 0.5  # many grams per word; halved so whole words still dominate
 _EMPTY_FEATURE = "e:"  # an empty text still gets a direction, so it can be normalised
-MODEL = "feature-hash-v1"
-_PERSON = b"erstwhile-fh-v1"  # domain-separates these digests; changing it changes the model
+MODEL = "feature-hash-v2"
+_PERSON = b"erstwhile-fh-v2"  # domain-separates these digests; changing it changes the model
 
 
 class HashEmbedder(Embedder):

@@ -200,6 +200,9 @@ class HttpEmbedder(Embedder):
     KNOWN_DIMENSIONS: ClassVar[dict[str, int]] = {}
     #: How the error for an unknown size names the model ("model", "Ollama model").
     MODEL_LABEL: ClassVar[str] = "model"
+    #: The variable the key is read from when no ``api_key_env`` is configured (None:
+    #: no key unless one is configured).
+    DEFAULT_KEY_ENV: ClassVar[str | None] = None
 
     def __init__(
         self,
@@ -238,12 +241,15 @@ class HttpEmbedder(Embedder):
 
     @classmethod
     def from_config(cls, config: EmbedderConfig, secret_env: frozenset[str]) -> Self:
-        """Build from config; the key is read from ``api_key_env`` now, if one is named."""
+        """Build from config; the key is read now from ``api_key_env`` if one is named
+        (it must be set), else from :attr:`DEFAULT_KEY_ENV` when that is set (a server
+        speaking the provider's API may need no key)."""
+        default_env = None if config.api_key_env else cls.DEFAULT_KEY_ENV
         return cls(
             model=config.model or cls.DEFAULT_MODEL,
             dimensions=config.dimensions,
             base_url=config.base_url or cls.DEFAULT_BASE_URL,
-            api_key=secret_from_env(config.api_key_env),
+            api_key=secret_from_env(config.api_key_env or default_env, required=not default_env),
             timeout=config.timeout,
             batch_size=config.batch_size or DEFAULT_BATCH_SIZE,
             max_chars=config.max_chars,

@@ -28,6 +28,7 @@ class OpenAIEmbedder(HttpEmbedder):
     provider = "openai"
     DEFAULT_BASE_URL = "https://api.openai.com/v1"
     DEFAULT_MODEL = "text-embedding-3-small"
+    DEFAULT_KEY_ENV = "OPENAI_API_KEY"
     KNOWN_DIMENSIONS: ClassVar[dict[str, int]] = {
         "text-embedding-3-small": 1536,
         "text-embedding-3-large": 3072,

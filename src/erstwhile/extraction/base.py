@@ -1,9 +1,9 @@
 """The one extraction protocol: a provider implements ``_extract``, the rest is here.
 
 A provider answers with whatever it answers; :meth:`Extractor.extract` truncates the
-text it is shown and reads the answer through
-:func:`~erstwhile.domain.graph.normalise_extraction`, the one place provider output
-becomes the closed vocabulary. A provider that cannot answer raises
+text it is shown, checks the answer's bounds (:mod:`erstwhile.extraction.answers`)
+and reads it through :func:`~erstwhile.domain.graph.normalise_extraction`, the one
+place provider output becomes the closed vocabulary. A provider that cannot answer raises
 ``ProviderFailed``, which fails the extract job visibly.
 """
 
@@ -12,7 +12,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
+from erstwhile.domain.errors import ProviderFailed
 from erstwhile.domain.graph import ENTITY_KINDS, PREDICATES, Extraction, normalise_extraction
+from erstwhile.extraction.answers import AnswerRefused, check_answer
 
 DEFAULT_MAX_CHARS = 8000
 
@@ -41,9 +43,14 @@ class Extractor(ABC):
         "confidence"}]}`` or anything else, which normalises to nothing."""
 
     def extract(self, text: str, *, min_confidence: float = 0.0) -> Extraction:
-        return normalise_extraction(
-            self._extract(text[: self.max_chars]), min_confidence=min_confidence
-        )
+        """What the provider finds in ``text``, read within bounds: an answer past them
+        (:func:`~erstwhile.extraction.answers.check_answer`) fails it, visibly."""
+        answer = self._extract(text[: self.max_chars])
+        try:
+            check_answer(answer, what=f"{self.extractor_id}'s answer")
+        except AnswerRefused as refused:
+            raise ProviderFailed(f"{refused}; nothing was read from it") from None
+        return normalise_extraction(answer, min_confidence=min_confidence)
 
     def close(self) -> None:  # noqa: B027 - an optional hook, not an abstract one
         """Release pooled connections. Extractors without any keep this no-op."""

@@ -6,7 +6,9 @@ Protocol (version 1)::
              "vocabulary": {"kinds": [...], "predicates": [...]}}
     stdout  {"entities": [{"name", "kind"}], "facts": [{"subject", "predicate",
              "object", "confidence"}]}
-    exit 0 on success; anything else (and stderr) is reported as ProviderFailed.
+    exit 0 on success; anything else (and stderr) is reported as ProviderFailed, as
+    is stdout past a bound of :mod:`erstwhile.extraction.answers` (size, nesting,
+    numbers, strings).
 
 The program runs with erstwhile's environment stripped (:mod:`erstwhile.program`),
 so it owns the model and its credentials and never sees erstwhile's.
@@ -14,12 +16,12 @@ so it owns the model and its credentials and never sees erstwhile's.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
 from erstwhile import program
 from erstwhile.domain.errors import InvalidInput, ProviderFailed
+from erstwhile.extraction.answers import AnswerRefused, parse_answer
 from erstwhile.extraction.base import DEFAULT_MAX_CHARS, Extractor, vocabulary
 from erstwhile.extraction.config import ExtractorConfig
 
@@ -51,8 +53,12 @@ class CommandExtractor(Extractor):
             describe=self.extractor_id, timeout_setting="extraction.timeout",
         )  # fmt: skip
         try:
-            return json.loads(stdout)
-        except (UnicodeDecodeError, ValueError):
+            return parse_answer(stdout, what="stdout")
+        except AnswerRefused as refused:
+            raise ProviderFailed(
+                f"{self.extractor_id}: command {self.argv[0]!r} failed: {refused}"
+            ) from None
+        except ValueError:  # UnicodeDecodeError and JSONDecodeError too
             raise ProviderFailed(
                 f"{self.extractor_id}: command {self.argv[0]!r} failed: stdout is not JSON; "
                 'expected {"entities": [...], "facts": [...]}'

@@ -3,14 +3,14 @@
 The system message states the closed vocabulary and the JSON shape asked for; the
 user message is the record's text. The answer is ``choices[0].message.content``,
 which must be that JSON. A reply that is not (a model that chatted, an HTML page, a
-truncated body) is logged and read as "nothing found": failing would block every
-record behind it on every sweep. Transport failures and HTTP errors are retried and
-then fail the job (:class:`~erstwhile.embedding.http.HttpClient`).
+truncated body), or passes a bound of :mod:`erstwhile.extraction.answers` (nesting,
+size, a number or a string out of range), is logged and read as "nothing found":
+failing would block every record behind it on every sweep. Transport failures and
+HTTP errors are retried and then fail the job (:class:`~erstwhile.embedding.http.HttpClient`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -20,6 +20,7 @@ from erstwhile.domain.graph import ENTITY_KINDS, PREDICATES
 from erstwhile.domain.secrets import Secret
 from erstwhile.embedding.config import secret_from_env
 from erstwhile.embedding.http import HttpClient
+from erstwhile.extraction.answers import parse_answer
 from erstwhile.extraction.base import DEFAULT_MAX_CHARS, Extractor
 from erstwhile.extraction.config import ExtractorConfig
 
@@ -76,8 +77,8 @@ class HttpExtractor(Extractor):
         }
         reply = self._http.post_json("/chat/completions", payload, raw=True)
         try:
-            content = json.loads(reply)["choices"][0]["message"]["content"]
-            answer = json.loads(content)
+            content = parse_answer(reply, what="the reply")["choices"][0]["message"]["content"]
+            answer = parse_answer(content, what="the message")
             if not isinstance(answer, dict):
                 raise TypeError("not an object")
         except (ValueError, KeyError, IndexError, TypeError) as error:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from erstwhile.domain.errors import ErstwhileError, ProviderFailed
 from erstwhile.domain.time import now_us
 from erstwhile.embedding.base import Embedder
+from erstwhile.jobs.rows import JobCrashed, Stop, job_row
 from erstwhile.store.base import Store
 
 log = logging.getLogger("erstwhile.jobs")
@@ -93,34 +94,35 @@ def run_embed_job(
     *,
     job_type: str = "embed",
     progress: Progress | None = None,
+    lock: threading.Lock | None = None,
+    stop: threading.Event | None = None,
 ) -> JobReport:
-    job_id = store.job_start(job_type, namespace, now_us(), this_process())
-    total = store.backlog_count(namespace, embedder.embedder_id)
-    done = 0
+    """One embed (or, ``job_type="reindex"``, reindex: the vectors dropped first) job;
+    its row always ends (:func:`~erstwhile.jobs.rows.job_row`). ``lock``: held while it
+    works; ``stop``: when set, it ends ``interrupted`` after the batch at hand."""
     batch = max(embedder.batch_size, 1)  # one provider call per transaction: progress is durable
     try:
-        while True:
-            pending = store.backlog(namespace, embedder.embedder_id, batch)
-            if not pending:
-                break
-            vectors = embedder.embed_documents([content for _, _, content in pending])
-            done += store.store_vectors(
-                namespace,
-                embedder.embedder_id,
-                [(rowid, digest, vectors[i]) for i, (rowid, digest, _) in enumerate(pending)],
-            )
-            store.job_update(job_id, state="running", done=done, error=None, now=now_us())
-            if progress is not None:
-                progress(done, max(total, done))
+        with job_row(store, job_type, namespace, this_process(), lock=lock, stop=stop) as row:
+            if job_type == "reindex":
+                store.clear_vectors(namespace, embedder.embedder_id)
+            total = store.backlog_count(namespace, embedder.embedder_id)
+            while pending := store.backlog(namespace, embedder.embedder_id, batch):
+                vectors = embedder.embed_documents([content for _, _, content in pending])
+                done = row.done + store.store_vectors(
+                    namespace,
+                    embedder.embedder_id,
+                    [(rowid, digest, vectors[i]) for i, (rowid, digest, _) in enumerate(pending)],
+                )
+                row.update(done)
+                if progress is not None:
+                    progress(done, max(total, done))
     except ErstwhileError as error:
-        store.job_update(job_id, state="failed", done=done, error=error.message, now=now_us())
-        log.warning("embed job %s for %s failed: %s", job_id, namespace, error.message)
-        if isinstance(error, ProviderFailed):
+        log.warning("%s job for %s failed: %s", job_type, namespace, error.message)
+        if isinstance(error, ProviderFailed | JobCrashed):
             raise
         raise ProviderFailed(error.message) from None
-    store.job_update(job_id, state="done", done=done, error=None, now=now_us())
     remaining = store.backlog_count(namespace, embedder.embedder_id)
-    return JobReport(job_id, namespace, embedder.embedder_id, done, remaining)
+    return JobReport(row.id, namespace, embedder.embedder_id, row.done, remaining)
 
 
 class BackgroundEmbedder:
@@ -158,7 +160,7 @@ class BackgroundEmbedder:
                 self._busy = True
             try:
                 self._work(namespace)
-            except ErstwhileError:
+            except (ErstwhileError, Stop):
                 pass  # recorded on the job row and logged by the job itself
             except Exception:  # a background thread must not die silently
                 log.exception("background embed job for %s crashed", namespace)
@@ -167,9 +169,11 @@ class BackgroundEmbedder:
                     self._busy = False
                     self._cond.notify_all()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 30.0) -> None:
+        """Drops what waits and waits up to ``timeout`` seconds for the job at hand
+        (its ``stop`` signal, set by the caller, ends it at its next step)."""
         with self._cond:
             self._stopped = True
             self._waiting.clear()
             self._cond.notify_all()
-        self._thread.join(timeout=30)
+        self._thread.join(timeout=timeout)

@@ -13,6 +13,7 @@ job, visibly; the records it did not reach are read by the next one.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -21,6 +22,7 @@ from erstwhile.domain.time import now_us
 from erstwhile.extraction.base import Extractor
 from erstwhile.extraction.resolution import Resolver, plan
 from erstwhile.jobs.embed import Progress, this_process
+from erstwhile.jobs.rows import JobCrashed, job_row
 from erstwhile.store.base import Store
 from erstwhile.store.graph import Pending
 
@@ -55,41 +57,44 @@ def run_extract_job(
     min_confidence: float,
     progress: Progress | None = None,
     clock: Callable[[], int] = now_us,
+    lock: threading.Lock | None = None,
+    stop: threading.Event | None = None,
 ) -> ExtractReport:
-    """One extract job; ``clock`` is the record time of what it writes."""
+    """One extract job; ``clock`` is the record time of what it writes. Its row always
+    ends (:func:`~erstwhile.jobs.rows.job_row`); ``lock``: held while it works;
+    ``stop``: when set, it ends ``interrupted`` before the next record."""
     graph = store.graph
-    job_id = store.job_start("extract", namespace, clock(), this_process())
-    done = 0
     closed = 0
     try:
-        closed = graph.sweep(namespace, clock())
-        total = graph.backlog_count(namespace, clock())
-        resolver = Resolver(namespace, graph.known(namespace))
-        while pending := graph.backlog(namespace, clock(), BATCH):
-            for item in pending:
-                found = extractor.extract(item.content, min_confidence=min_confidence)
-                now = clock()
-                change = plan(
-                    resolver, found, record_id=item.id,
-                    evidence=f"{item.id}\x1f{item.content_hash}",
-                    valid_from=min(item.valid_from, now),
-                    provenance=_provenance(item, job_id, extractor.extractor_id),
-                )  # fmt: skip
-                if graph.apply(namespace, change, now=now,
-                               extracted=(item, extractor.extractor_id)):  # fmt: skip
-                    done += 1
-                else:  # rewritten meanwhile: what was resolved for it was not written
-                    resolver = Resolver(namespace, graph.known(namespace))
-            store.job_update(job_id, state="running", done=done, error=None, now=clock())
-            if progress is not None:
-                progress(done, max(total, done))
-        closed += graph.sweep(namespace, clock())  # records superseded while the job ran
+        with job_row(store, "extract", namespace, this_process(), clock=clock, lock=lock,
+                     stop=stop) as row:  # fmt: skip
+            closed = graph.sweep(namespace, clock())
+            total = graph.backlog_count(namespace, clock())
+            resolver = Resolver(namespace, graph.known(namespace))
+            while pending := graph.backlog(namespace, clock(), BATCH):
+                for item in pending:
+                    row.check()
+                    found = extractor.extract(item.content, min_confidence=min_confidence)
+                    now = clock()
+                    change = plan(
+                        resolver, found, record_id=item.id,
+                        evidence=f"{item.id}\x1f{item.content_hash}",
+                        valid_from=min(item.valid_from, now),
+                        provenance=_provenance(item, row.id, extractor.extractor_id),
+                    )  # fmt: skip
+                    if graph.apply(namespace, change, now=now,
+                                   extracted=(item, extractor.extractor_id)):  # fmt: skip
+                        row.done += 1
+                    else:  # rewritten meanwhile: what was resolved for it was not written
+                        resolver = Resolver(namespace, graph.known(namespace))
+                row.update(row.done)
+                if progress is not None:
+                    progress(row.done, max(total, row.done))
+            closed += graph.sweep(namespace, clock())  # records superseded while it ran
     except ErstwhileError as error:
-        store.job_update(job_id, state="failed", done=done, error=error.message, now=clock())
-        log.warning("extract job %s for %s failed: %s", job_id, namespace, error.message)
-        if isinstance(error, ProviderFailed):
+        log.warning("extract job for %s failed: %s", namespace, error.message)
+        if isinstance(error, ProviderFailed | JobCrashed):
             raise
         raise ProviderFailed(error.message) from None
-    store.job_update(job_id, state="done", done=done, error=None, now=clock())
     remaining = graph.backlog_count(namespace, clock())
-    return ExtractReport(job_id, namespace, extractor.extractor_id, done, closed, remaining)
+    return ExtractReport(row.id, namespace, extractor.extractor_id, row.done, closed, remaining)

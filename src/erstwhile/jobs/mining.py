@@ -44,7 +44,9 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import logging
 import re
+import threading
 from collections import Counter, defaultdict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -52,21 +54,26 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from erstwhile.domain.errors import ErstwhileError, InvalidInput
+from erstwhile.domain.errors import InvalidInput
 from erstwhile.domain.records import Origin, Record
 from erstwhile.domain.time import from_us, now_us, to_us
 from erstwhile.jobs.batches import DEFAULT_BATCH_SIZE, BatchWriter, Invalidation, Progress, Write
 from erstwhile.jobs.chunking import Chunk, DocumentKind, chunk_document
 from erstwhile.jobs.embed import this_process
+from erstwhile.jobs.files import Refused, shown, storable
 from erstwhile.jobs.folder import (
     DEFAULT_MAX_BYTES,
-    SKIP_REASONS,
     Document,
+    Refusal,
+    Skipped,
     patterns,
     read,
     scan,
 )
+from erstwhile.jobs.rows import job_row
 from erstwhile.store.base import Store
+
+log = logging.getLogger("erstwhile.jobs")
 
 KINDS = {DocumentKind.MARKDOWN: "document", DocumentKind.TEXT: "document",
          DocumentKind.CODE: "code"}  # fmt: skip
@@ -128,6 +135,8 @@ class MineReport:
     skipped: dict[str, int]
     batches: int
     warnings: list[str] = field(default_factory=list)
+    #: the files left out for a reason other than ignored or unsupported, by name
+    refused: list[Refusal] = field(default_factory=list)
 
 
 # -- one document --------------------------------------------------------------------
@@ -293,25 +302,32 @@ def run_mine_job(
     request: MineRequest,
     *,
     progress: Progress | None = None,
+    lock: threading.Lock | None = None,
+    stop: threading.Event | None = None,
 ) -> MineReport:
     """Mines ``request.path`` into ``namespace``, recording the run as a ``mine`` job
-    row; writes through ``write`` (one call per batch). ``progress(documents done,
-    documents)`` is told after every document."""
+    row (:func:`~erstwhile.jobs.rows.job_row`: it always ends); writes through
+    ``write`` (one call per batch). ``progress(documents done, documents)`` is told
+    after every document. ``lock``: held while it works, waited for after its row is
+    open; ``stop``: when set, the job ends ``interrupted`` after the document at hand."""
     folder = request.folder()
     source = request.source or folder.as_posix()
+    if not storable(source):
+        raise InvalidInput(
+            f"path '{shown(source)}' is not UTF-8, so it cannot be stored as origin.source; "
+            "name the source with source (--source NAME)"
+        )
     include = patterns(request.include, "include")
     exclude = patterns(request.exclude, "exclude")
     now = now_us()
-    job_id = store.job_start("mine", namespace, now, this_process())
     tally: Counter[str] = Counter()
-    skipped: Counter[str] = Counter(dict.fromkeys(SKIP_REASONS, 0))
+    skipped = Skipped()
+    with job_row(store, "mine", namespace, this_process(), lock=lock, stop=stop) as row:
 
-    def durable(done: int, total: int) -> None:
-        tally["done"] = done
-        store.job_update(job_id, state="running", done=done, error=None, now=now_us())
+        def durable(done: int, total: int) -> None:
+            row.update(done)
 
-    writer = BatchWriter(write, f"mine {source}", request.batch_size, progress=durable)
-    try:
+        writer = BatchWriter(write, f"mine {source}", request.batch_size, progress=durable)
         found = scan(
             folder, include=include, exclude=exclude, max_bytes=request.max_bytes,
             skipped=skipped,
@@ -325,22 +341,23 @@ def run_mine_job(
         paths = sorted(documents.keys() | tracked)
         writer.total = len(paths)
         for position, path in enumerate(paths, start=1):
+            row.check()
             _mine_document(writer, documents.get(path), path, known.get(path, []),
-                           source=source, now=now, tally=tally, skipped=skipped)  # fmt: skip
+                           source=source, now=now, tally=tally, skipped=skipped,
+                           max_bytes=request.max_bytes)  # fmt: skip
             if progress is not None:
                 progress(position, len(paths))
         writer.finish()
-    except Exception as error:
-        message = error.message if isinstance(error, ErstwhileError) else repr(error)
-        store.job_update(job_id, state="failed", done=tally["done"], error=message, now=now_us())
-        raise
-    store.job_update(job_id, state="done", done=writer.done, error=None, now=now_us())
+        row.done = writer.done
+    for refusal in skipped.refusals:
+        log.info("mine job %s: %s left out: %s (%s)", row.id, refusal.path, refusal.reason,
+                 refusal.detail)  # fmt: skip
     return MineReport(
-        job_id=job_id, namespace=namespace, source=source, documents=tally["documents"],
+        job_id=row.id, namespace=namespace, source=source, documents=tally["documents"],
         chunks=tally["chunks"], added=tally["added"], superseded=tally["superseded"],
         unchanged=tally["unchanged"], invalidated=writer.invalidated,
-        removed_documents=tally["removed"], skipped=dict(skipped), batches=writer.batches,
-        warnings=writer.warnings,
+        removed_documents=tally["removed"], skipped=dict(skipped.counts),
+        batches=writer.batches, warnings=writer.warnings, refused=skipped.refusals,
     )  # fmt: skip
 
 
@@ -353,17 +370,20 @@ def _mine_document(
     source: str,
     now: int,
     tally: Counter[str],
-    skipped: Counter[str],
+    skipped: Skipped,
+    max_bytes: int,
 ) -> None:
     text = None
     if document is not None:
         try:
-            text = read(document)
-        except OSError:
-            skipped["unreadable"] += 1
+            text = read(document, max_bytes=max_bytes)
+        except Refused as refused:
+            skipped.refuse(path, refused.reason, refused.detail)
+        except OSError as error:
+            skipped.refuse(path, "unreadable", error.strerror or str(error))
         else:
             if text is None:
-                skipped["binary"] += 1
+                skipped.refuse(path, "binary", "a NUL byte, or not UTF-8")
     if text is None or document is None:
         invalidations = vanish_document(known, now)
         if invalidations:

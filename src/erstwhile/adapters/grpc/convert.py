@@ -306,6 +306,14 @@ def history_known_at(message: pb.HistoryRequest) -> int | None:
     return to_us(data["known_at"]) if "known_at" in data else None
 
 
+def history_min_trust(message: pb.HistoryRequest) -> str | None:
+    """The trust view a HistoryRequest asks for, or None: the namespace's."""
+    if not message.min_trust:
+        return None
+    return str(_enum_value(TRUST_BY_ENUM, message.min_trust, "min_trust",
+                           "TRUST_UNVERIFIED or TRUST_VERIFIED"))  # fmt: skip
+
+
 def history_response(versions: Iterable[Record]) -> pb.HistoryResponse:
     """Every version, oldest first, without vectors."""
     return pb.HistoryResponse(versions=[record_message(record) for record in versions])

@@ -1,4 +1,5 @@
-"""The gRPC server beside REST: the Semantic service, health checking and reflection.
+"""The gRPC server beside REST: the Semantic service (and its alias under the earlier
+API's path, :mod:`.alias`), health checking and reflection.
 
 :func:`serving` binds ``[server] host`` : ``grpc_port``, serves until the block ends,
 then stops: health turns NOT_SERVING, new calls are refused, calls in flight get
@@ -18,6 +19,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 
 from erstwhile.adapters.grpc._generated import semantic_pb2_grpc as pb_grpc
+from erstwhile.adapters.grpc.alias import ALIAS_SERVICE, add_alias
 from erstwhile.adapters.grpc.servicer import SERVICE as SERVICE_NAME
 from erstwhile.adapters.grpc.servicer import SemanticServicer
 from erstwhile.config import Settings
@@ -48,11 +50,13 @@ def build_server(
             ("grpc.so_reuseport", 1 if shared else 0),
         ],
     )
-    pb_grpc.add_SemanticServicer_to_server(SemanticServicer(service, auth=auth), server)
+    semantic = SemanticServicer(service, auth=auth)
+    pb_grpc.add_SemanticServicer_to_server(semantic, server)
+    add_alias(semantic, server)  # the earlier API's path, for its clients (alias.py)
     checks = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(checks, server)
-    _add_reflection(server, (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME,
-                             REFLECTION_V1))  # fmt: skip
+    _add_reflection(server, (SERVICE_NAME, ALIAS_SERVICE, health.SERVICE_NAME,
+                             reflection.SERVICE_NAME, REFLECTION_V1))  # fmt: skip
     return server, checks, executor
 
 
@@ -103,7 +107,7 @@ def serving(service: Service, settings: Settings, *, shared: bool = False) -> It
         executor.shutdown(wait=False)
         raise port_unavailable(where)
     server.start()
-    for name in ("", SERVICE_NAME):
+    for name in ("", SERVICE_NAME, ALIAS_SERVICE):
         checks.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("gRPC serving %s on %s", SERVICE_NAME, where)
     try:

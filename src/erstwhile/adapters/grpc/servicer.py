@@ -24,14 +24,18 @@ from erstwhile.service import Service
 log = logging.getLogger("erstwhile.grpc")
 
 CAPABILITY_KEY = "x-erstwhile-capability"
+#: the earlier API's key, accepted too so its clients need no change (alias.py)
+ALIAS_CAPABILITY_KEY = "x-mindd-capability"
+CAPABILITY_KEYS = (CAPABILITY_KEY, ALIAS_CAPABILITY_KEY)
 SERVICE = pb.DESCRIPTOR.services_by_name["Semantic"].full_name
 T = TypeVar("T")
 
 
 def bearer_secret(context: grpc.ServicerContext) -> str | None:
-    """The token in ``x-erstwhile-capability: Bearer <token>``, if the call sent one."""
+    """The token in ``x-erstwhile-capability: Bearer <token>`` (or the earlier API's
+    ``x-mindd-capability``), if the call sent one."""
     for key, value in context.invocation_metadata() or ():
-        if key == CAPABILITY_KEY and isinstance(value, str):
+        if key in CAPABILITY_KEYS and isinstance(value, str):
             scheme, _, secret = value.strip().partition(" ")
             if scheme.lower() == "bearer" and secret.strip():
                 return secret.strip()
@@ -123,7 +127,10 @@ class SemanticServicer(pb_grpc.SemanticServicer):
     ) -> pb.HistoryResponse:
         def call(who: Caller) -> pb.HistoryResponse:
             known_at = convert.history_known_at(request)
-            chain = who.history(request.namespace, request.id, known_at, versions=request.versions)
+            chain = who.history(
+                request.namespace, request.id, known_at, versions=request.versions,
+                min_trust=convert.history_min_trust(request),
+            )  # fmt: skip
             return convert.history_response(chain)
 
         return self._serve(context, "History", call)

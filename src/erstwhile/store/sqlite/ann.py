@@ -419,7 +419,7 @@ def _group(rowids: np.ndarray, nearest: np.ndarray, lists: int) -> list[np.ndarr
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from erstwhile.store.sqlite.vectors import View
+    from erstwhile.store.sqlite.matrix_view import View
 
     #: rowids -> (which still have a vector, their vectors)
     _Lookup = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]

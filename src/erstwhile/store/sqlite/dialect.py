@@ -38,6 +38,7 @@ from erstwhile.store.sqlite.connection import Background, Database, Transaction,
 from erstwhile.store.sqlite.migrations import apply_migrations
 from erstwhile.store.sqlite.past_vectors import PastVectors
 from erstwhile.store.sqlite.scope_cache import ScopeCache
+from erstwhile.store.sqlite.vector_file import erase
 from erstwhile.store.sqlite.vectors import VectorCache
 
 _INSERT = (
@@ -250,6 +251,10 @@ class SqliteDialect(Dialect):
             for statement in _DELETE_SCOPE:
                 tx.defer(statement, [key], round=round)
         return True
+
+    def forget_record(self, tx: Transaction, namespace: str, rowid: int) -> None:
+        # its vectors leave every saved copy before the delete returns (vector_file)
+        erase(tx, self._vectors.folder, rowid)
 
     def keep_vectors(
         self, tx: sqlite3.Connection, namespace: str, rowid: int, content_hash: str
@@ -489,6 +494,7 @@ class SqliteDialect(Dialect):
 
     def close(self) -> None:
         self.merger.stop()  # a merge under way is finished first
+        self._vectors.close()  # and the vector copy's save under way
         self.db.close()
 
     def integrity(self) -> list[Finding]:

@@ -636,6 +636,33 @@ def m016_lexical_pending(conn: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m017_vector_copies(conn: sqlite3.Connection) -> None:
+    """The commit points of the vector matrices saved beside the file
+    (:mod:`erstwhile.store.sqlite.vector_file`): ``vector_copies`` names each embedder's
+    adoptable copy (its files' token, the seq it holds every vector up to, its rows and
+    their checksum), and ``vector_erasures`` logs each hard-deleted record under a new
+    ``vectors.seq`` (its vector rows go with it), so every process's matrix drops it."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE vector_copies (
+            embedder_id  TEXT PRIMARY KEY,
+            token        TEXT NOT NULL,
+            seq          INTEGER NOT NULL,
+            count        INTEGER NOT NULL,
+            dimensions   INTEGER NOT NULL,
+            checksum     INTEGER NOT NULL,
+            format       INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE vector_erasures (
+            seq     INTEGER PRIMARY KEY,
+            record  INTEGER NOT NULL
+        );
+        """,
+    )
+
+
 def apply_migrations(conn: sqlite3.Connection, now: int) -> list[str]:
     """Applies what is missing, each in its own transaction. Returns the names applied."""
 

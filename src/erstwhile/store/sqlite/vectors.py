@@ -9,7 +9,15 @@ rule) is decided in SQL first — a true pre-filter — and only those rows are 
 Stale cache rows cannot leak: a vector is never deleted while its record lives, it
 is withdrawn (no dimensions, new ``seq``), so a refresh sees every change; a rewritten
 vector gets a new ``seq`` and replaces its cached row; and record rowids are never
-reused (AUTOINCREMENT), so a hard-deleted record's cached row is never in scope.
+reused (AUTOINCREMENT), so a hard-deleted record's cached row is never in scope. A
+hard delete also logs its record in ``vector_erasures`` under a new ``seq``, so the
+refresh drops (and zeroes) its row in every process: nothing of it is saved again.
+
+A matrix of ``vector_file.SAVE_MIN`` vectors or more is saved beside the file
+(:mod:`erstwhile.store.sqlite.vector_file`) by a writer thread of the cache: a search
+that makes a save due only takes a snapshot of the arrays (milliseconds), and a fresh
+process adopts a saved copy only once its commit point in the database and its
+checksum agree.
 """
 
 from __future__ import annotations
@@ -19,9 +27,12 @@ import threading
 
 import numpy as np
 
-from erstwhile.store.sql.scoring import scores_at
 from erstwhile.store.sqlite import ann, vector_file
 from erstwhile.store.sqlite.ann import ListIndex
+from erstwhile.store.sqlite.connection import connect, log
+from erstwhile.store.sqlite.matrix_view import View
+
+__all__ = ["VectorCache", "View"]
 
 
 class _Matrix:
@@ -39,10 +50,11 @@ class _Matrix:
         #: Bumped when :meth:`regroup` moves rows: positions of one layout are never
         #: read against the arrays of another (a search holds one :class:`View`).
         self.layout = 0
-        # while the rows are copied outside the lock (a mapped matrix into memory,
-        # ``_load_mapped``; or into the lists' runs, ``regroup``): the positions
-        # written meanwhile, which the copy takes again at its swap
+        # while the rows are copied outside the lock into the lists' runs
+        # (``regroup``): the positions written meanwhile, which the copy takes again
+        # at its swap
         self.written: list[np.ndarray] | None = None
+        self.adopted = False  # started from a saved copy (vector_file)
 
     def reserve(self, rows: int, top_rowid: int) -> None:
         """Room for ``rows`` vectors and rowids up to ``top_rowid`` (rows past ``count``
@@ -82,8 +94,10 @@ class _Matrix:
     def withdraw(self, rowids: np.ndarray) -> None:
         inside = np.unique(rowids[rowids < self.position.shape[0]])
         held = self.position[inside]
-        self.live -= int(np.count_nonzero(held >= 0))
-        self.rowid_of[held[held >= 0]] = -1
+        held = held[held >= 0]
+        self.live -= int(held.shape[0])
+        self.rowid_of[held] = -1
+        self.rows[held] = 0.0  # nothing of a withdrawn or erased vector is saved again
         self.position[inside] = -1
         self.index.changed(inside, None)
 
@@ -139,46 +153,6 @@ class _Matrix:
             self.count, self.live = need, self.live + int(added.shape[0])
 
 
-class View:
-    """One search's reading of a matrix: its arrays as they were when taken. A writer
-    appends past ``count`` or swaps in new arrays (growing, regrouping), so these stay
-    consistent with one another; a vector rewritten in place may be read either way,
-    as a refresh running beside the search would let it be."""
-
-    __slots__ = ("count", "layout", "live", "position", "rowid_of", "rows")
-
-    def __init__(self, rows: np.ndarray, position: np.ndarray, rowid_of: np.ndarray,
-                 count: int, live: int, layout: int) -> None:  # fmt: skip
-        self.rows, self.position, self.rowid_of = rows, position, rowid_of
-        self.count, self.live, self.layout = count, live, layout
-
-    def locate(self, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The given records that have a vector in this view, and their matrix rows: one
-        lookup, which scoring then uses as is (no second rowid -> row gather). A row a
-        writer appended after the view was read (past ``count``: the arrays it shares
-        with the matrix may already name it) is not in it."""
-        if rowids.shape[0] and int(rowids.max()) < self.position.shape[0]:
-            positions = self.position[rowids]
-        else:
-            positions = np.full(rowids.shape[0], -1, np.int64)
-            inside = rowids < self.position.shape[0]
-            positions[inside] = self.position[rowids[inside]]
-        if positions.shape[0] and (int(positions.min()) < 0 or int(positions.max()) >= self.count):
-            kept = (positions >= 0) & (positions < self.count)
-            return rowids[kept], positions[kept]
-        return rowids, positions
-
-    def whole(self, rowids: np.ndarray) -> bool:
-        """Whether these (distinct) records with a vector are every row of the matrix:
-        a scope scored in matrix order, with no gather (``rowid_of`` names the best)."""
-        return rowids.shape[0] == self.count == self.live
-
-    def scores_at(self, positions: np.ndarray, query: np.ndarray) -> np.ndarray:
-        """Cosine similarity of ``query`` with the vectors at these matrix rows: a
-        narrow scope gathers its rows, a wide one scores every row in one pass."""
-        return scores_at(self.rows, self.count, positions, query)
-
-
 class VectorCache:
     """Per-process, per-embedder matrices, kept in step with the ``vectors`` table."""
 
@@ -189,9 +163,15 @@ class VectorCache:
         # the scope the index answers (tests lower them to reach it with few rows)
         self.min_rows = ann.MIN_ROWS
         self.min_share = ann.MIN_SHARE
+        self.database = database
         self.folder = vector_file.folder(database)  # the saved copies (None: none)
+        self.save_min = vector_file.save_min()
         self._unsaved: dict[str, int] = {}  # vectors read from the table since a save
-        self.loading: threading.Thread | None = None  # the latest mapped matrix's copy
+        # the writer thread's work: the latest snapshot due per embedder
+        self._saves = threading.Condition()
+        self._due: dict[str, vector_file.Snapshot] = {}
+        self._writer: threading.Thread | None = None
+        self._closed = False
 
     def view(self, matrix: _Matrix) -> View:
         """The matrix's arrays as one consistent reading (taken under the lock)."""
@@ -263,14 +243,14 @@ class VectorCache:
         self._regroup(matrix)
         with self._lock:  # the index and its matrix, saved at one seq
             for embedder_id, held in self._matrices.items():
-                if held is matrix and matrix.count >= vector_file.SAVE_MIN:
+                if held is matrix and matrix.count >= self.save_min:
                     self._save(embedder_id, matrix)
 
     def _regroup(self, matrix: _Matrix) -> None:
         """Lays the matrix's rows out in its index's lists, each list a run of rows (a
         probe then scores a run in one pass instead of gathering its rows), unless the
         index is not built or already so laid out, the lists do not hold every vector,
-        or the rows are being copied (from a saved matrix, or by another regroup). The
+        or the rows are being copied (by another regroup). The
         copy is made outside the lock (at 1M it took 0.8-5 s, page faults included);
         the swap, with what was written meanwhile, under it."""
         with self._lock:
@@ -315,6 +295,7 @@ class VectorCache:
                 matrix = self._matrices[embedder_id] = _Matrix(dimensions)
             if matrix.seq == 0 and self.folder is not None:
                 self._adopt(conn, embedder_id, matrix)
+            since = matrix.seq
             if matrix.seq == 0:  # a first load: size the matrix once (an upper bound)
                 count, top = conn.execute(
                     "SELECT (SELECT count(*) FROM vectors WHERE embedder_id = ?),"
@@ -343,75 +324,98 @@ class VectorCache:
                     matrix.put(rowids, vectors)
                 matrix.seq = rows[-1][2]
                 self._unsaved[embedder_id] = self._unsaved.get(embedder_id, 0) + len(rows)
-            if (
-                self._unsaved.get(embedder_id, 0) * _SAVE_SHARE
-                > matrix.count
-                >= vector_file.SAVE_MIN
-            ):
+            erased, last = vector_file.erasures(conn, since)  # hard-deleted since
+            if erased.shape[0]:
+                matrix.withdraw(erased)
+                matrix.seq = max(matrix.seq, last)
+            if self._unsaved.get(embedder_id, 0) * _SAVE_SHARE > matrix.count >= self.save_min:
                 self._save(embedder_id, matrix)
             return matrix
 
     def _adopt(self, conn: sqlite3.Connection, embedder_id: str, matrix: _Matrix) -> None:
         """Starts an empty matrix from its saved copy, when there is a valid one."""
         assert self.folder is not None
-        found = vector_file.load(self.folder, conn, embedder_id, matrix.dimensions)
-        if found is None:
+        saved = vector_file.load(self.folder, conn, embedder_id, matrix.dimensions)
+        if saved is None:
             return
-        meta, rows, rowids, index = found
+        rowids = saved.rowids
         present = np.flatnonzero(rowids >= 0)
         top = int(rowids.max()) if rowids.shape[0] else 0
-        matrix.rows = rows  # its rows past count are room (saved as a hole)
-        matrix.count = int(meta["count"])
+        matrix.rows = saved.rows  # its rows past count are room
+        matrix.count = int(rowids.shape[0])
         matrix.position = np.full(max(1024, top + 1), -1, dtype=np.int64)
         matrix.position[rowids[present]] = present
-        matrix.rowid_of = np.full(max(1024, rows.shape[0]), -1, dtype=np.int64)
+        matrix.rowid_of = np.full(max(1024, saved.rows.shape[0]), -1, dtype=np.int64)
         matrix.rowid_of[: rowids.shape[0]] = rowids
         matrix.live = int(present.shape[0])
-        matrix.seq = int(meta["seq"])
+        matrix.seq, matrix.adopted = saved.seq, True
+        index = saved.index
         if index is not None:
-            centroids, lists, probes, trained, runs = index
-            matrix.index.install(centroids, lists, probes, trained)
-            if runs is not None:  # the saved rows hold the lists in runs
-                matrix.index.grouped(matrix.position, matrix.layout, runs)
-        if self.background:
-            # Searches read the mapping at once; meanwhile the rows are copied into this
-            # process's memory, so later searches never fault a page in (at 1M a first
-            # gather of 8,000 mapped rows took 8-80 ms, a second 3-4 ms).
-            matrix.written = []
-            self.loading = threading.Thread(target=self._load_mapped, args=(matrix, rows),
-                                            daemon=True, name="erstwhile-vector-load")  # fmt: skip
-            self.loading.start()
+            matrix.index.install(index.centroids, index.members, index.probes, index.trained)
+            if index.runs is not None:  # the saved rows hold the lists in runs
+                matrix.index.grouped(matrix.position, matrix.layout, index.runs)
         self._unsaved[embedder_id] = 0
-
-    def _load_mapped(self, matrix: _Matrix, mapped: np.ndarray) -> None:
-        """Copies an adopted matrix from its mapping into memory, a chunk at a time
-        outside the lock, then swaps it in (with the rows written meanwhile) under it.
-        The copy has the mapping's room for later vectors (pages not yet touched)."""
-        try:
-            with self._lock:
-                count = matrix.count
-            copy = np.empty((mapped.shape[0], mapped.shape[1]), np.float32)
-            for start in range(0, count, _COPY_CHUNK):
-                stop = min(count, start + _COPY_CHUNK)
-                copy[start:stop] = mapped[start:stop]
-            with self._lock:
-                if matrix.rows is mapped:  # not grown meanwhile (a grown one is in memory)
-                    if matrix.count > count:
-                        copy[count : matrix.count] = mapped[count : matrix.count]
-                    for positions in matrix.written or ():
-                        copy[positions] = mapped[positions]
-                    matrix.rows = copy
-                matrix.written = None
-        except MemoryError:  # the mapping keeps serving
-            with self._lock:
-                matrix.written = None
-            return
-        self._regroup(matrix)  # a copy saved before lists had runs gets them
 
     def _save(self, embedder_id: str, matrix: _Matrix) -> None:
-        if self.folder is not None:
-            vector_file.save(self.folder, embedder_id, matrix)
+        """Hands a snapshot of the matrix (and its index) to the writer thread: under
+        the lock, only a copy of the row -> rowid array is made."""
         self._unsaved[embedder_id] = 0
+        if self.folder is None:
+            return
+        index, parts = matrix.index, None
+        if index.centroids is not None:
+            runs = index.runs if index.runs is not None and index.layout == matrix.layout else None
+            parts = vector_file.IndexParts(index.centroids, list(index.members),
+                                           index.probes, index.trained, runs)  # fmt: skip
+        snapshot = vector_file.Snapshot(
+            embedder_id, matrix.dimensions, matrix.seq, matrix.rows,
+            matrix.rowid_of[: matrix.count].copy(), parts,
+        )  # fmt: skip
+        with self._saves:
+            if self._closed:
+                return
+            self._due[embedder_id] = snapshot
+            if self._writer is None or not self._writer.is_alive():
+                self._writer = threading.Thread(target=self._write, daemon=True,
+                                                name="erstwhile-vector-save")  # fmt: skip
+                self._writer.start()
+
+    def _write(self) -> None:
+        """The writer thread: writes the snapshots due, one at a time, until none is."""
+        folder = self.folder
+        assert folder is not None
+        while True:
+            with self._saves:
+                if not self._due:
+                    self._writer = None
+                    self._saves.notify_all()
+                    return
+                snapshot = self._due.pop(next(iter(self._due)))
+            written = vector_file.write(folder, snapshot)
+            if written is None:
+                continue
+            try:
+                conn = connect(self.database)
+                try:
+                    vector_file.commit(conn, folder, snapshot, written)
+                finally:
+                    conn.close()
+            except Exception:  # the database cannot be opened: this copy is not kept
+                log.warning("the vector copy was not saved", exc_info=True)
+                vector_file.abandon(folder, snapshot, written)
+
+    def saved(self, timeout: float | None = None) -> bool:
+        """Waits until the writer thread has written every save due (tests, close)."""
+        with self._saves:
+            return self._saves.wait_for(
+                lambda: self._writer is None or not self._writer.is_alive(), timeout
+            )
+
+    def close(self) -> None:
+        """Finishes the saves due; later ones are not made."""
+        with self._saves:
+            self._closed = True
+        self.saved()
 
 
 _CHUNK = 4096

@@ -292,14 +292,16 @@ class GraphSignal(_message.Message):
     def __init__(self, hops: _Optional[int] = ..., from_id: _Optional[str] = ...) -> None: ...
 
 class Via(_message.Message):
-    __slots__ = ("entity", "predicate", "edge")
+    __slots__ = ("entity", "predicate", "edge", "name")
     ENTITY_FIELD_NUMBER: _ClassVar[int]
     PREDICATE_FIELD_NUMBER: _ClassVar[int]
     EDGE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
     entity: str
     predicate: str
     edge: str
-    def __init__(self, entity: _Optional[str] = ..., predicate: _Optional[str] = ..., edge: _Optional[str] = ...) -> None: ...
+    name: str
+    def __init__(self, entity: _Optional[str] = ..., predicate: _Optional[str] = ..., edge: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
 
 class DeleteRequest(_message.Message):
     __slots__ = ("namespace", "id", "hard")
@@ -351,16 +353,18 @@ class ExpireResponse(_message.Message):
     def __init__(self, affected: _Optional[int] = ...) -> None: ...
 
 class HistoryRequest(_message.Message):
-    __slots__ = ("namespace", "id", "known_at", "versions")
+    __slots__ = ("namespace", "id", "known_at", "versions", "min_trust")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     KNOWN_AT_FIELD_NUMBER: _ClassVar[int]
     VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    MIN_TRUST_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     id: str
     known_at: _timestamp_pb2.Timestamp
     versions: bool
-    def __init__(self, namespace: _Optional[str] = ..., id: _Optional[str] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., versions: _Optional[bool] = ...) -> None: ...
+    min_trust: Trust
+    def __init__(self, namespace: _Optional[str] = ..., id: _Optional[str] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., versions: _Optional[bool] = ..., min_trust: _Optional[_Union[Trust, str]] = ...) -> None: ...
 
 class HistoryResponse(_message.Message):
     __slots__ = ("versions",)

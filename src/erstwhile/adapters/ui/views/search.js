@@ -79,7 +79,7 @@ function signals(hit) {
 function via(hit, ns) {
   if (!hit.via || !hit.via.length) return null;
   return h('p', { class: 'via' }, 'via ', hit.via.map((v, i) => [i ? '; ' : '',
-    h('a', { href: route('entity', ns, v.entity) }, v.entity), ` ${v.predicate || ''}`]));
+    h('a', { href: route('entity', ns, v.entity) }, v.name || v.entity), ` ${v.predicate || ''}`]));
 }
 
 export function hitCard(hit, index, ns) {

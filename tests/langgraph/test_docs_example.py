@@ -1,4 +1,4 @@
-"""The README's LangGraph snippet runs as written and prints what its comments say."""
+"""docs/langgraph.md's first snippet runs as written and prints what its comments say."""
 
 from __future__ import annotations
 
@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "langgraph.md"
 
 
-def test_the_readme_snippet_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    section = README.read_text().split("## LangGraph\n", 1)[1].split("\n## ", 1)[0]
-    code = re.search(r"```python\n(.*?)```", section, re.S)
+def test_the_docs_snippet_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    code = re.search(r"```python\n(.*?)```", PAGE.read_text(), re.S)
     assert code is not None
     monkeypatch.chdir(tmp_path)
     # the snippet's default embedder is the local model when installed; what it shows
@@ -22,7 +21,7 @@ def test_the_readme_snippet_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("ERSTWHILE_EMBEDDER", "hash")
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(compile(code.group(1), "README.md", "exec"), {"__name__": "readme"})
+        exec(compile(code.group(1), "docs/langgraph.md", "exec"), {"__name__": "docs"})
     assert printed.getvalue().splitlines() == [
         "I remember: I sold it, now I drive a blue car",
         "['I drive a red car', 'I sold it, now I drive a blue car']",

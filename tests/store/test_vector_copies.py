@@ -1,0 +1,142 @@
+"""The saved vector copies against a brute-force oracle (hypothesis): any sequence of
+writes, rewrites, hard deletes, saves, reopenings (a handle that adopts the copy) and
+damage to a copy file gives every search the answer of an exact cosine over the
+vectors the database holds, and no file under the database's name ever holds a byte
+of a hard-deleted record's vectors."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import erstwhile
+from erstwhile.embedding import HashEmbedder
+from erstwhile.store.sqlite import vector_file
+
+DIMENSIONS = 8
+IDS = 40
+
+operation = st.one_of(
+    st.tuples(st.just("write"), st.lists(st.integers(0, IDS - 1), min_size=1, max_size=12)),
+    st.tuples(st.just("delete"), st.integers(0, IDS - 1)),
+    st.tuples(st.just("save"), st.just(0)),
+    st.tuples(st.just("reopen"), st.just(0)),
+    st.tuples(st.just("damage"), st.integers(0, 2**16)),
+)
+
+
+def open_store(path: Path) -> erstwhile.Memory:
+    return erstwhile.open(path, embedder=HashEmbedder(DIMENSIONS), background_jobs=False)
+
+
+def cache_of(memory: erstwhile.Memory) -> Any:
+    return memory.service.store.dialect._vectors  # type: ignore[attr-defined]
+
+
+def oracle(path: Path, query: np.ndarray) -> list[str]:
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute(
+            "SELECT r.id, v.vector FROM records r JOIN vectors v ON v.record = r.rowid"
+            " WHERE v.dimensions > 0"
+        ).fetchall()
+    finally:
+        conn.close()
+    scored = []
+    for record_id, blob in rows:
+        vector = np.frombuffer(blob, dtype="<f4")
+        scored.append((-float(vector @ query / np.linalg.norm(vector)), record_id))
+    return [record_id for _, record_id in sorted(scored)[:5]]
+
+
+def stored(path: Path, record_id: str) -> bytes:
+    conn = sqlite3.connect(path)
+    try:
+        (vector,) = conn.execute(
+            "SELECT v.vector FROM records r JOIN vectors v ON v.record = r.rowid WHERE r.id = ?",
+            (record_id,),
+        ).fetchone()
+    finally:
+        conn.close()
+    return bytes(vector)
+
+
+def holds(path: Path, needle: bytes) -> list[str]:
+    found = []
+    for entry in path.parent.glob(path.name + "*"):
+        for file in entry.rglob("*") if entry.is_dir() else [entry]:
+            if file.is_file() and needle in file.read_bytes():
+                found.append(file.name)
+    return found
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(operations=st.lists(operation, min_size=1, max_size=14), seed=st.integers(0, 2**16))
+def test_copies_never_change_an_answer_nor_keep_an_erased_vector(
+    operations: list[tuple[str, Any]], seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vector_file, "SAVE_MIN", 5)
+    rng = np.random.default_rng(seed)
+    damage = random.Random(seed)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "m.db"
+        memory = open_store(path)
+        erased: list[bytes] = []  # the vectors of hard-deleted records (each version's)
+        written: dict[int, list[bytes]] = {}
+        try:
+            for kind, argument in operations:
+                if kind == "write":
+                    ids = sorted(set(argument))
+                    vectors = rng.normal(size=(len(ids), DIMENSIONS)).astype(np.float32)
+                    memory.upsert("ns", [
+                        {"id": f"r{i}", "content": f"r{i} {v[0]}", "vector": v.tolist()}
+                        for i, v in zip(ids, vectors, strict=True)
+                    ])  # fmt: skip
+                    for i in ids:  # as stored (a unit vector), each version's
+                        written.setdefault(i, []).append(stored(path, f"r{i}"))
+                elif kind == "delete" and argument in written:
+                    memory.delete("ns", f"r{argument}", hard=True)
+                    erased += written.pop(argument)
+                    for vector in erased:  # gone before the delete returned
+                        assert holds(path, vector) == []
+                elif kind == "save":
+                    cache = cache_of(memory)
+                    with cache._lock:
+                        for embedder_id, matrix in cache._matrices.items():
+                            cache._save(embedder_id, matrix)
+                    cache.saved()
+                elif kind == "reopen":
+                    memory.close()
+                    memory = open_store(path)
+                elif kind == "damage":
+                    files = sorted((Path(folder) / "m.db.vectors").glob("*.np[yz]"))
+                    if files:
+                        file = files[argument % len(files)]
+                        data = bytearray(file.read_bytes())
+                        if data and damage.random() < 0.5:
+                            data[damage.randrange(len(data))] ^= 1 << damage.randrange(8)
+                        else:
+                            del data[len(data) // 2 :]
+                        file.write_bytes(bytes(data))
+                if written:
+                    query = rng.normal(size=DIMENSIONS).astype(np.float32)
+                    hits = memory.search("ns", query_vector=query.tolist(), top_k=5,
+                                         include_historical=True)  # fmt: skip
+                    assert hits.ids() == oracle(path, query)
+                cache_of(memory).saved()
+                for vector in erased:
+                    assert holds(path, vector) == []
+        finally:
+            memory.close()
+        for vector in erased:
+            assert holds(path, vector) == []
