@@ -58,7 +58,7 @@ from erstwhile.domain.auth import Capability, Token
 from erstwhile.domain.errors import ErstwhileError, Forbidden, InvalidInput
 from erstwhile.domain.records import Record
 from erstwhile.domain.search import SearchRequest, SearchResult, between_option
-from erstwhile.domain.validation import as_invalid_input, parse_model
+from erstwhile.domain.validation import as_invalid_input, parse_model, quoted
 from erstwhile.service import Service
 
 DEFAULT_NAMESPACE = "default"
@@ -550,7 +550,7 @@ class MemoryServer(MCPServer):
             if name in WRITE_TOOLS and self.read_only:
                 raise refusal(Forbidden(f"{name} is not available: this connection is read-only"))
             known = ", ".join(self.specs)
-            raise refusal(InvalidInput(f"there is no tool {name!r}; the tools are {known}"))
+            raise refusal(InvalidInput(f"there is no tool {quoted(name)}; the tools are {known}"))
         unknown = sorted(set(arguments) - spec.argument_names)
         if unknown:
             known = ", ".join(sorted(spec.argument_names))
