@@ -13,6 +13,7 @@ from erstwhile.domain.errors import InvalidInput
 from erstwhile.domain.records import RecordInput, plain_record, validate_namespace
 from erstwhile.domain.search import ExpireRequest, SearchRequest
 from erstwhile.domain.validation import (
+    MAX_FILTER,
     MAX_METADATA_KEYS,
     MAX_PREDICATES,
     MAX_TAGS,
@@ -86,8 +87,8 @@ def test_a_record_holds_up_to_its_cap(field: str, cap: int, item: Any) -> None:
     assert plain_record(data(cap + 1)) is None  # the validator names the problem
     with pytest.raises(InvalidInput) as caught:
         parse_model(RecordInput, data(cap + 1), "records[0]")
-    assert caught.value.message.startswith(f"records[0].{field}: holds {cap + 1} ")
-    assert f"at most {cap}" in caught.value.message
+    assert caught.value.message.startswith(f"records[0].{field}: holds {cap + 1:,} ")
+    assert f"at most {cap:,}" in caught.value.message
 
 
 def test_the_count_is_checked_before_any_item() -> None:
@@ -106,7 +107,7 @@ def test_the_count_is_checked_before_any_item() -> None:
     ("field", "cap", "make"),
     [
         ("tags", MAX_TAGS, lambda n: [f"t{i}" for i in range(n)]),
-        ("filter", MAX_METADATA_KEYS, lambda n: {f"k{i}": "v" for i in range(n)}),
+        ("filter", MAX_FILTER, lambda n: {f"k{i}": "v" for i in range(n)}),
         ("predicates", MAX_PREDICATES, lambda n: [PREDICATE] * n),
     ],
 )
@@ -117,4 +118,4 @@ def test_a_scope_holds_up_to_its_cap(model: Any, field: str, cap: int, make: Any
     assert len(getattr(parse_model(model, {**base, field: make(cap)}), field)) == cap
     with pytest.raises(InvalidInput) as caught:
         parse_model(model, {**base, field: make(cap + 1)})
-    assert caught.value.message.startswith(f"{field}: holds {cap + 1} ")
+    assert caught.value.message.startswith(f"{field}: holds {cap + 1:,} ")

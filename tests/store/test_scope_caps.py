@@ -19,7 +19,7 @@ from erstwhile.domain.errors import InvalidInput
 from erstwhile.domain.records import Record, updated
 from erstwhile.domain.search import ExpireRequest, SearchRequest
 from erstwhile.domain.time import now_us
-from erstwhile.domain.validation import MAX_METADATA_KEYS, MAX_PREDICATES, MAX_TAGS
+from erstwhile.domain.validation import MAX_FILTER, MAX_METADATA_KEYS, MAX_PREDICATES, MAX_TAGS
 from erstwhile.store import StorageOptions
 
 NS = "caps"
@@ -82,12 +82,13 @@ def _in_scope(record: dict[str, Any], tags: list[str], where: dict[str, str],
 def test_a_scope_at_every_cap_answers_as_the_oracle(memory: Memory) -> None:
     rng = random.Random(43)
     tags = [f"t{i}" for i in range(MAX_TAGS)]
-    meta = {f"k{i}": str(i) for i in range(MAX_METADATA_KEYS)}
+    meta = {f"k{i}": str(i) for i in range(MAX_FILTER)}
     sizes = set()
     records = []
     for n in range(12):
         dropped = rng.sample(range(MAX_TAGS), n % 3)  # a third hold every tag
-        held = dict(meta)
+        held = dict(meta)  # and more keys, up to a record's cap
+        held.update({f"extra{i}": "x" for i in range(MAX_METADATA_KEYS - MAX_FILTER)})
         if n % 4 == 1:  # out of the filter and under a predicate
             held["k7"] = "6"
         elif n % 4 == 2:  # out of the filter on a key no predicate tests
@@ -97,7 +98,7 @@ def test_a_scope_at_every_cap_answers_as_the_oracle(memory: Memory) -> None:
             "tags": [t for i, t in enumerate(tags) if i not in dropped], "metadata": held,
         })  # fmt: skip
     memory.upsert(NS, records)
-    where = dict(list(meta.items())[:MAX_METADATA_KEYS])
+    where = dict(list(meta.items())[:MAX_FILTER])
     preds = [{"key": f"k{i}", "op": "GTE", "values": [str(i)]} for i in range(MAX_PREDICATES)]
     for scope in (
         {"tags": tags, "filter": where, "predicates": preds},

@@ -1,7 +1,8 @@
 """Turns pydantic's validation errors into erstwhile's one input error; quotes a
 caller's input in a message (:func:`quoted`, bounded); and the counts a record or a
 search scope may hold (:data:`MAX_TAGS`, :data:`MAX_METADATA_KEYS`,
-:data:`MAX_PREDICATES`), checked by length before any work that grows with them."""
+:data:`MAX_FILTER`, :data:`MAX_PREDICATES`), checked by length before any work that
+grows with them."""
 
 from __future__ import annotations
 
@@ -90,8 +91,10 @@ def quoted(value: object, limit: int = QUOTE_CHARS) -> str:
 
 #: Tags a record may carry, and a search or expire scope may ask for (all of).
 MAX_TAGS = 256
-#: Metadata keys a record may carry, and entries a scope's ``filter`` may hold.
-MAX_METADATA_KEYS = 256
+#: Metadata keys a record may carry (the LangGraph store writes one per leaf of a value).
+MAX_METADATA_KEYS = 1024
+#: Entries a scope's ``filter`` may hold.
+MAX_FILTER = 256
 #: Predicates one search or expire may hold.
 MAX_PREDICATES = 64
 
@@ -101,7 +104,7 @@ _COUNTED = {
 }
 _SCOPE_COUNTED = {
     "tags": (MAX_TAGS, "tags", "scope by fewer tags"),
-    "filter": (MAX_METADATA_KEYS, "entries", "filter by fewer keys"),
+    "filter": (MAX_FILTER, "entries", "filter by fewer keys"),
     "predicates": (MAX_PREDICATES, "predicates", "combine values with IN, or use fewer"),
 }
 
@@ -114,7 +117,7 @@ def count_problem(field: str, value: object, *, scope: bool = False) -> str | No
     cap, unit, fix = (_SCOPE_COUNTED if scope else _COUNTED)[field]
     if isinstance(value, list | tuple | dict | set | frozenset) and len(value) > cap:
         where = "a search or expire scope" if scope else "a record"
-        return f"holds {len(value):,} {unit}; {where} takes at most {cap}: {fix}"
+        return f"holds {len(value):,} {unit}; {where} takes at most {cap:,}: {fix}"
     return None
 
 
