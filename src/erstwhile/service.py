@@ -45,6 +45,7 @@ from erstwhile.domain.search import (
     query_words,
 )
 from erstwhile.domain.time import now_us
+from erstwhile.domain.validation import check_counts, quoted
 from erstwhile.domain.vectors import (
     MAX_COUNT,
     MAX_INT64,
@@ -80,6 +81,12 @@ log = logging.getLogger("erstwhile.service")
 
 LOCAL_ACTOR = "local"
 JOB_TYPES = ("embed", "extract", "reindex", "mine")
+
+
+def _check_scope(request: SearchRequest | ExpireRequest) -> None:
+    """The scope's counts (a request built in code skipped the model's checks)."""
+    scope = {"tags": request.tags, "filter": request.filter, "predicates": request.predicates}
+    check_counts(scope, "", scope=True)
 
 
 class _AnnouncingStore:
@@ -214,6 +221,8 @@ class Service(GraphMethods):
         validate_namespace(namespace)
         for record_id, _ in invalidations:
             validate_record_id(record_id, "invalidations[].id")
+        for index, record in enumerate(records):  # a record built in code skipped the model's
+            check_counts({"tags": record.tags, "metadata": record.metadata}, f"records[{index}].")
         self.policy.check_upsert(records, count=capped)
         embedder = self.embedder_for(namespace)
         given = [r.vector for r in records if r.vector is not None]
@@ -344,6 +353,7 @@ class Service(GraphMethods):
     def expire(self, namespace: str, request: ExpireRequest, *, actor: str = LOCAL_ACTOR) -> int:
         """Applies an expire request within the policy caps; returns how many records."""
         validate_namespace(namespace)
+        _check_scope(request)
         self.policy.check_expire(request)
         return self.store.expire(namespace, request, now=self.clock(), actor=actor)
 
@@ -429,7 +439,8 @@ class Service(GraphMethods):
         ``jobs()`` follows it from there."""
         if job_type not in JOB_TYPES:
             raise InvalidInput(
-                f"type {job_type!r} is not a job erstwhile runs; use one of " + ", ".join(JOB_TYPES)
+                f"type {quoted(job_type)} is not a job erstwhile runs; use one of "
+                + ", ".join(JOB_TYPES)
             )
         validate_namespace(namespace)
         if (job_type == "mine") != (mine is not None):
@@ -642,6 +653,7 @@ class Service(GraphMethods):
         """Runs a search (lexical, semantic or hybrid; scoped in time) within the policy
         caps, fusing lanes and reporting what could not be searched as warnings."""
         validate_namespace(namespace)
+        _check_scope(request)
         self.policy.check_search(request)
         request = self.policy.viewed(namespace, request)  # every lane and hop sees it
         if isinstance(request.expand, Expand):

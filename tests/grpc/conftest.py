@@ -92,3 +92,9 @@ def reader(channel: grpc.Channel, tokens: Tokens) -> Rpc:
 def ns() -> str:
     """A fresh namespace per test, so tests share one server without sharing data."""
     return "g-" + uuid.uuid4().hex[:12]
+
+
+@pytest.fixture
+def scoped(channel: grpc.Channel, tokens: Tokens) -> Rpc:
+    """Read and write, in namespace ``scoped`` only."""
+    return Rpc(channel, tokens.scoped)

@@ -142,6 +142,31 @@ async def test_a_namespaced_token_defaults_to_its_namespace_and_stays_in_it(
     assert [(e.record_id, e.actor.startswith("tok_")) for e in entries] == [(written["id"], True)]
 
 
+@pytest.mark.anyio
+async def test_a_namespaced_token_is_refused_before_its_arguments_are_read(
+    served: Served, kit: Any
+) -> None:
+    """Outside its namespaces a call is forbidden whatever else is wrong with it, as
+    over REST and gRPC; inside them the same mistakes are bad input."""
+    wrong: list[dict[str, Any]] = [
+        {"query": "x", "top_k": "ten"},
+        {"query": "x", "tags": ["t"] * 300},
+        {"query": "x", "colour": "red"},
+    ]
+    async with served.client("agent") as session:
+        for arguments in wrong:
+            for namespace, code in (("default", "auth.forbidden"), (["agent"], "auth.forbidden"),
+                                    ("agent", "input.invalid")):  # fmt: skip
+                message = await kit.refused(
+                    session, "search_memories", {**arguments, "namespace": namespace}
+                )
+                assert message.startswith(f"erstwhile.{code}: "), (arguments, message)
+        long = await kit.refused(
+            session, "search_memories", {"query": "x", "namespace": "n" * 20_000}
+        )
+        assert long.startswith("erstwhile.auth.forbidden: ") and len(long) < 300
+
+
 def test_without_a_known_token_mcp_answers_401(served: Served) -> None:
     hello = {
         "jsonrpc": "2.0", "id": 1, "method": "initialize",

@@ -251,3 +251,22 @@ def test_csp_and_the_token_stays_out_of_urls_and_logs(
     assert browser.execute_script("return document.cookie") == ""
     assert not [line for line in inspector.server.lines if inspector.reader in line]
     assert not [e for e in browser.get_log("browser") if "Content Security Policy" in e["message"]]
+
+
+@pytest.mark.parametrize("fragment", ["%", "search/%E0%A4%A", "record/team/%zz"])
+def test_a_malformed_route_says_so_and_replaces_the_view(
+    inspector: Inspector, browser: WebDriver, fragment: str
+) -> None:
+    """A fragment that is not valid percent-encoding (issue #43, item 11): an error in
+    place of the previous view, and no uncaught URIError."""
+    log_in(browser, inspector.url, inspector.reader)
+    visit(browser, inspector.url, f"search/{NS}")
+    browser.get_log("browser")
+    browser.execute_script("location.hash = arguments[0]", f"#/{fragment}")
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#main .error"), "no error shown")
+    idle(browser)
+    shown = browser.find_element(By.CSS_SELECTOR, "#main").text
+    assert "erstwhile.input.invalid" in shown and "not a route" in shown
+    assert not browser.find_elements(By.CSS_SELECTOR, "#main form")  # the search view is gone
+    errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, errors

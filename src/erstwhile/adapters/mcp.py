@@ -58,7 +58,7 @@ from erstwhile.domain.auth import Capability, Token
 from erstwhile.domain.errors import ErstwhileError, Forbidden, InvalidInput
 from erstwhile.domain.records import Record
 from erstwhile.domain.search import SearchRequest, SearchResult, between_option
-from erstwhile.domain.validation import as_invalid_input, parse_model
+from erstwhile.domain.validation import as_invalid_input, parse_model, quoted
 from erstwhile.service import Service
 
 DEFAULT_NAMESPACE = "default"
@@ -440,14 +440,18 @@ class MemoryTools:
         self.namespace = namespace
 
     def _caller(self, context: Context, namespace: str | None) -> tuple[Caller, str]:
-        """Who is calling, and the namespace the call is about: the one given, else the
-        server's, else the one namespace the caller's token is limited to, else default."""
+        """Who is calling, and the namespace the call is about (:meth:`namespace_for`)."""
         token = caller_token(context)
+        return Caller(self.service, token), self.namespace_for(namespace, token)
+
+    def namespace_for(self, namespace: str | None, token: Token | None) -> str:
+        """The namespace a call is about: the one given, else the server's, else the
+        one namespace the caller's token is limited to, else default."""
         if namespace is None:
             namespace = self.namespace
         if namespace is None and token is not None and len(token.namespaces) == 1:
             (namespace,) = token.namespaces
-        return Caller(self.service, token), namespace or DEFAULT_NAMESPACE
+        return namespace or DEFAULT_NAMESPACE
 
     def search_memories(self, args: SearchMemoriesInput, context: Context) -> SearchMemoriesResult:
         caller, namespace = self._caller(context, args.namespace)
@@ -556,10 +560,32 @@ def _tool_function(spec: ToolSpec, body: Callable[[Any, Context], _Output]) -> C
 class MemoryServer(MCPServer):
     """An :class:`MCPServer` whose tool failures all read ``<code>: <message>``."""
 
-    def __init__(self, *, specs: Mapping[str, ToolSpec], read_only: bool, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        specs: Mapping[str, ToolSpec],
+        read_only: bool,
+        tools: MemoryTools,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.specs = dict(specs)
         self.read_only = read_only
+        self.tools = tools
+
+    def _allowed(self, name: str, arguments: dict[str, Any], context: Context | None) -> None:
+        """The caller's capability for the tool and its namespace, decided before its
+        arguments are read (as REST decides before the body): a token limited to other
+        namespaces is refused whatever else the call gets wrong."""
+        token = caller_token(context) if context is not None else None
+        if token is None:
+            return
+        given = arguments.get("namespace")
+        namespace = self.tools.namespace_for(given if isinstance(given, str) else None, token)
+        if given is not None and not isinstance(given, str):
+            namespace = ""  # no namespace a token may be limited to
+        capability = Capability.WRITE if name in WRITE_TOOLS else Capability.READ
+        token.require(capability, namespace)
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context | None = None
@@ -569,7 +595,11 @@ class MemoryServer(MCPServer):
             if name in WRITE_TOOLS and self.read_only:
                 raise refusal(Forbidden(f"{name} is not available: this connection is read-only"))
             known = ", ".join(self.specs)
-            raise refusal(InvalidInput(f"there is no tool {name!r}; the tools are {known}"))
+            raise refusal(InvalidInput(f"there is no tool {quoted(name)}; the tools are {known}"))
+        try:
+            self._allowed(name, arguments, context)
+        except ErstwhileError as error:
+            raise refusal(error) from None
         unknown = sorted(set(arguments) - spec.argument_names)
         if unknown:
             known = ", ".join(sorted(spec.argument_names))
@@ -604,6 +634,7 @@ def build_mcp_server(
     server = MemoryServer(
         specs={spec.name: spec for spec in specs},
         read_only=read_only,
+        tools=tools,
         name=SERVER_NAME,
         title="erstwhile memory",
         instructions=(

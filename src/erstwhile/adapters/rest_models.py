@@ -19,7 +19,7 @@ from pydantic.json_schema import models_json_schema
 from erstwhile.domain.errors import ErstwhileError, Forbidden, InvalidInput
 from erstwhile.domain.records import NAMESPACE_PATTERN, Instant, Record, RecordInput
 from erstwhile.domain.search import ExpireRequest, SearchRequest
-from erstwhile.domain.validation import as_invalid_input, parse_model
+from erstwhile.domain.validation import as_invalid_input, parse_model, quoted
 from erstwhile.jobs import job_json as job_json  # re-exported for the routes
 from erstwhile.jobs.mining import MineRequest
 
@@ -86,14 +86,14 @@ class JobBody(BaseModel):
         folder = Path(self.path)
         if not folder.is_absolute():
             raise InvalidInput(
-                f"path {self.path!r} must be absolute: the folder is read on the server's "
+                f"path {quoted(self.path)} must be absolute: the folder is read on the server's "
                 "machine, from a working directory the client cannot know"
             )
         folder = folder.resolve()  # a symbolic link or '..' must not lead out of a root
         if not any(folder.is_relative_to(Path(root).expanduser().resolve()) for root in roots):
             allowed = ", ".join(roots) if roots else "none: the list is empty"
             raise Forbidden(
-                f"path {self.path!r} is not under a folder this server mines "
+                f"path {quoted(self.path)} is not under a folder this server mines "
                 f"(server.mine_roots: {allowed}); an operator can add it there"
             )
         fields = {"path": self.path, "include": self.include, "exclude": self.exclude,

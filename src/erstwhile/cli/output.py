@@ -3,12 +3,18 @@
 Human output goes to stdout through rich. ``--json`` output is ``json.dumps`` of the
 domain's own ``to_json`` forms, with no markup. Warnings and errors go to stderr as
 single unwrapped lines (coloured only on a terminal), so they can be grepped.
+
+No stored or echoed text reaches a terminal as a control character: human output
+shows each C0/C1 control (but newline and tab) and DEL as a visible escape such as
+``\\x1b`` (:func:`terminal_safe`), through the console of :func:`console` and in every
+line printed here; JSON output escapes them as JSON does (``\\u001b``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -30,30 +36,58 @@ PIPE_WIDTH = 140
 """Table width when stdout is not a terminal and ``COLUMNS`` is unset (rich says 80)."""
 
 
+#: C0 controls but newline and tab, DEL and C1 controls: what a terminal may act on.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: What JSON text may still hold raw (json.dumps escapes C0 already): DEL and C1.
+_JSON_CONTROLS = re.compile("[\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every control character a terminal could act on (an escape
+    sequence, a bell, a carriage return) shown as its ``\\xNN`` escape instead."""
+    return _CONTROLS.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+
+
+class _SafeConsole(Console):
+    """A console whose every string (a table cell, a printed line) is
+    :func:`terminal_safe` before rich lays it out."""
+
+    def render_str(self, text: str, **options: Any) -> Text:
+        return super().render_str(terminal_safe(text), **options)
+
+
+def safe_text(text: str, style: str = "") -> Text:
+    """A rich ``Text`` of a value for people (rich lays a ``Text`` out as given)."""
+    return Text(terminal_safe(text), style=style)
+
+
 def console() -> Console:
     """A console on the current stdout (made per call, so test runners can swap it)."""
-    out = Console(highlight=False)
+    out = _SafeConsole(highlight=False)
     if not out.is_terminal and "COLUMNS" not in os.environ:
         out.width = PIPE_WIDTH
     return out
 
 
 def print_json(data: Any) -> None:
-    typer.echo(json.dumps(data, ensure_ascii=False))
+    """``data`` as one line of JSON; DEL and C1 controls escaped too (``\\u009b``),
+    which is the same JSON value."""
+    text = json.dumps(data, ensure_ascii=False)
+    typer.echo(_JSON_CONTROLS.sub(lambda match: f"\\u{ord(match.group()):04x}", text))
 
 
 def print_warnings(warnings: Iterable[str]) -> None:
     for warning in warnings:
-        typer.secho(f"warning: {warning}", err=True, fg="yellow")
+        typer.secho(terminal_safe(f"warning: {warning}"), err=True, fg="yellow")
 
 
 def print_error(error: ErstwhileError) -> None:
-    typer.secho(f"error: {error.code}: {error.message}", err=True, fg="red")
+    typer.secho(terminal_safe(f"error: {error.code}: {error.message}"), err=True, fg="red")
 
 
 def print_note(text: str) -> None:
     """A dim status line on stderr (which embedder, which ranking), never on stdout."""
-    typer.secho(text, err=True, dim=True)
+    typer.secho(terminal_safe(text), err=True, dim=True)
 
 
 def embedder_note(embedder_id: str, ranking: str | None = None) -> str:
@@ -133,10 +167,10 @@ def records_table(
     for record in records:
         cells: list[str | Text] = [
             record.id,
-            Text(record.content),
+            safe_text(record.content),
             validity(record),
-            Text(record.key or ""),
-            Text(", ".join(record.tags)),
+            safe_text(record.key or ""),
+            safe_text(", ".join(record.tags)),
             str(record.version or ""),
             status(record),
         ]
@@ -168,7 +202,7 @@ def search_table(result: SearchResult, title: str | None = None) -> Table:
             f"{hit.score:.4g}",
             lanes(hit.signals),
             hit.record.id,
-            Text(hit.record.content),
+            safe_text(hit.record.content),
             validity(hit.record),
         )
     return table
@@ -199,8 +233,8 @@ def record_panel(record: Record) -> Panel:
     ]
     for name, value in rows:
         if value:
-            grid.add_row(name, Text(value))
-    return Panel(grid, title=Text(record.id, style="cyan"), title_align="left", expand=False)
+            grid.add_row(name, safe_text(value))
+    return Panel(grid, title=safe_text(record.id, "cyan"), title_align="left", expand=False)
 
 
 # -- command results ------------------------------------------------------------------
@@ -214,7 +248,7 @@ def print_search(result: SearchResult, *, embedder_id: str, as_json: bool) -> No
         return
     if result.ids_only:
         for record_id in result.ids():
-            typer.echo(record_id)
+            typer.echo(terminal_safe(record_id))
     elif result.hits:
         console().print(search_table(result))
     else:
@@ -226,7 +260,8 @@ def print_search(result: SearchResult, *, embedder_id: str, as_json: bool) -> No
 
 def print_written(ids: list[str], versions: list[int], warnings: list[str], *, verb: str) -> None:
     for record_id, version in zip(ids, versions, strict=True):
-        console().print(Text.assemble(f"{verb} ", (record_id, "cyan"), f" version {version}"))
+        line = Text.assemble(f"{verb} ", (terminal_safe(record_id), "cyan"), f" version {version}")
+        console().print(line)
     print_warnings(warnings)
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from erstwhile.domain.errors import Forbidden
+from erstwhile.domain.validation import quoted
 
 TOKEN_PREFIX = "mst_"
 
@@ -44,7 +45,7 @@ class Token:
         if capability not in self.capabilities:
             raise Forbidden(f"this token lacks the {capability.value!r} capability")
         if namespace is not None and self.namespaces and namespace not in self.namespaces:
-            raise Forbidden(f"this token is not allowed in namespace {namespace!r}")
+            raise Forbidden(f"this token is not allowed in namespace {quoted(namespace)}")
 
 
 def new_secret() -> str:

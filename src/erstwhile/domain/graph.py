@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -143,11 +144,22 @@ def label(text: object, field_name: str) -> str:
     return " ".join(text.split()).lower()
 
 
+#: C0 and C1 control characters and DEL: never part of a name (an escape sequence in a
+#: name would act on the terminal that lists it).
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def tidy_name(text: str) -> str:
+    """A name with each control character taken as a space, and its spacing tidied."""
+    return " ".join(_CONTROLS.sub(" ", text).split())
+
+
 def entity_name(text: object, field_name: str) -> str:
-    """An entity name as given, with its spacing tidied (case is kept)."""
-    if not isinstance(text, str) or not text.strip():
+    """An entity name as given, without control characters and with its spacing tidied
+    (case is kept)."""
+    name = tidy_name(text) if isinstance(text, str) else ""
+    if not name:
         raise InvalidInput(f"{field_name} must be a non-empty string (an entity name)")
-    name = " ".join(text.split())
     if len(name) > MAX_NAME_CHARS:
         raise InvalidInput(
             f"{field_name} is {len(name)} characters; entity names are at most {MAX_NAME_CHARS}"
@@ -176,7 +188,7 @@ def _confidence(value: object) -> float | None:
 def _clean_name(value: object) -> str | None:
     if not isinstance(value, str):
         return None
-    name = " ".join(value.split())
+    name = tidy_name(value)
     return name[:MAX_NAME_CHARS] if name else None
 
 

@@ -21,7 +21,13 @@ from pydantic import (
 
 from erstwhile.domain.errors import InvalidInput
 from erstwhile.domain.time import format_instant, from_us, parse_instant, to_us
-from erstwhile.domain.validation import reraise_erstwhile
+from erstwhile.domain.validation import (
+    MAX_METADATA_KEYS,
+    MAX_TAGS,
+    capped,
+    quoted,
+    reraise_erstwhile,
+)
 from erstwhile.domain.vectors import MAX_INT64, vector_problem
 
 NAMESPACE_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
@@ -60,8 +66,8 @@ MetadataValue = Annotated[str, BeforeValidator(_text_value)]
 def validate_namespace(namespace: object) -> str:
     if not isinstance(namespace, str) or not NAMESPACE_PATTERN.match(namespace):
         raise InvalidInput(
-            f"namespace {namespace!r} is invalid: use 1-63 characters of a-z, 0-9, '_' and '-', "
-            "starting with a letter or digit"
+            f"namespace {quoted(namespace)} is invalid: use 1-63 characters of a-z, 0-9, "
+            "'_' and '-', starting with a letter or digit"
         )
     return namespace
 
@@ -130,16 +136,17 @@ class Record(BaseModel):
             raise ValueError("must contain only printable characters")
         return value
 
+    # counted before pydantic reads an item: the work below grows with the count
+    _count_tags = field_validator("tags", mode="before")(capped("tags"))
+    _count_metadata = field_validator("metadata", mode="before")(capped("metadata"))
+
     @field_validator("tags")
     @classmethod
     def _clean_tags(cls, tags: list[str]) -> list[str]:
-        cleaned: list[str] = []
         for tag in tags:
             if not tag.strip():
                 raise ValueError("tags must be non-empty strings")
-            if tag not in cleaned:
-                cleaned.append(tag)
-        return cleaned
+        return list(dict.fromkeys(tags))
 
     @field_validator("kind")
     @classmethod
@@ -324,7 +331,7 @@ def plain_record(data: dict[str, Any], vector: list[float] | None = None) -> Rec
     metadata: dict[str, Any] = {}
     if "metadata" in data:
         given_metadata = data["metadata"]
-        if type(given_metadata) is not dict:
+        if type(given_metadata) is not dict or len(given_metadata) > MAX_METADATA_KEYS:
             return None
         for name, value in given_metadata.items():
             if type(name) is not str or type(value) is not str:
@@ -333,13 +340,12 @@ def plain_record(data: dict[str, Any], vector: list[float] | None = None) -> Rec
     tags: list[str] = []
     if "tags" in data:
         given_tags = data["tags"]
-        if type(given_tags) is not list:
+        if type(given_tags) is not list or len(given_tags) > MAX_TAGS:
             return None
         for tag in given_tags:
             if type(tag) is not str or not tag.strip():
                 return None
-            if tag not in tags:
-                tags.append(tag)
+        tags = list(dict.fromkeys(given_tags))
     kind = get("kind", "note")
     if type(kind) is not str:
         return None

@@ -8,6 +8,7 @@ from typing import Any
 from erstwhile.domain.errors import InvalidInput, VersionConflict, WriteConflict
 from erstwhile.domain.records import Record, updated
 from erstwhile.domain.time import format_instant, from_us, to_us
+from erstwhile.domain.validation import quoted
 
 #: The fields a supersession changes of the record it closes (besides
 #: :data:`VERSIONING`'s).
@@ -116,7 +117,7 @@ def claims_key(record: Record, now: int) -> bool:
 
 def key_conflict(field: str, record: Record, holder: str) -> WriteConflict:
     return WriteConflict(
-        f"{field}.key {record.key!r} is held by the current record {holder!r}; "
+        f"{field}.key {quoted(record.key)} is held by the current record {holder!r}; "
         "supersede that record or choose another key"
     )
 

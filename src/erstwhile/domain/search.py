@@ -18,6 +18,7 @@ from pydantic import (
 
 from erstwhile.domain.records import Instant, MetadataValue, Record, Trust
 from erstwhile.domain.time import Window, now_us, to_us
+from erstwhile.domain.validation import capped, quoted
 from erstwhile.domain.vectors import MAX_COUNT, vector_problem
 
 
@@ -72,7 +73,7 @@ class Predicate(BaseModel):
             for value in self.values:
                 if parse_number(value) is None:
                     raise ValueError(
-                        f"{self.op.value} compares numbers; {value!r} is not a number "
+                        f"{self.op.value} compares numbers; {quoted(value)} is not a number "
                         "(write it like 3, -2.5 or 1e3)"
                     )
         return self
@@ -97,6 +98,11 @@ def _lower_kind(kind: str | None) -> str | None:
 
 KindScope = Annotated[str | None, AfterValidator(_lower_kind)]
 """A kind to scope by, compared as stored: trimmed and lower case."""
+
+# A scope's lists, counted before an item is read (erstwhile.domain.validation caps)
+ScopeTags = Annotated[list[str], BeforeValidator(capped("tags", scope=True))]
+ScopeFilter = Annotated[dict[str, MetadataValue], BeforeValidator(capped("filter", scope=True))]
+ScopePredicates = Annotated[list[Predicate], BeforeValidator(capped("predicates", scope=True))]
 
 
 def between_option(start: Any, end: Any) -> dict[str, Any] | None:
@@ -153,10 +159,10 @@ class SearchRequest(BaseModel):
     ranking: Ranking = Ranking.AUTO
     candidate_k: int | None = Field(default=None, ge=1, le=MAX_COUNT)
     kind: KindScope = None
-    tags: list[str] = Field(default_factory=list)
+    tags: ScopeTags = Field(default_factory=list)
     key: str | None = None
-    filter: dict[str, MetadataValue] = Field(default_factory=dict)
-    predicates: list[Predicate] = Field(default_factory=list)
+    filter: ScopeFilter = Field(default_factory=dict)
+    predicates: ScopePredicates = Field(default_factory=list)
     created_after: Instant | None = None
     created_before: Instant | None = None
     min_trust: Trust | None = None
@@ -289,10 +295,10 @@ class ExpireRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: KindScope = None
-    tags: list[str] = Field(default_factory=list)
+    tags: ScopeTags = Field(default_factory=list)
     key: str | None = None
-    filter: dict[str, MetadataValue] = Field(default_factory=dict)
-    predicates: list[Predicate] = Field(default_factory=list)
+    filter: ScopeFilter = Field(default_factory=dict)
+    predicates: ScopePredicates = Field(default_factory=list)
     all: bool = False
     action: ExpireAction
     max_rows: int = Field(gt=0, le=MAX_COUNT)

@@ -19,6 +19,7 @@ from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 
 from erstwhile.domain.errors import InvalidInput
+from erstwhile.domain.validation import quoted
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -70,7 +71,7 @@ def parse_instant(value: object, field: str) -> int:
             pass
         raise InvalidInput(
             f"{field} must be an RFC 3339 instant such as 2024-05-01T12:00:00Z "
-            f"or a date YYYY-MM-DD, got {value!r}"
+            f"or a date YYYY-MM-DD, got {quoted(value)}"
         )
     raise InvalidInput(
         f"{field} must be an RFC 3339 instant or YYYY-MM-DD, got {type(value).__name__}"

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 import Stemmer
 
 from erstwhile.domain.errors import InvalidInput
+from erstwhile.domain.validation import quoted
 
 ENGLISH = "english"
 SIMPLE = "simple"
@@ -69,7 +70,8 @@ def check_language(language: str, field: str = "text_search") -> str:
     name = language.strip().lower()
     if name not in LANGUAGES:
         raise InvalidInput(
-            f"{field} {language!r} is not a text-search language; use one of {', '.join(LANGUAGES)}"
+            f"{field} {quoted(language)} is not a text-search language; "
+            f"use one of {', '.join(LANGUAGES)}"
         )
     return name
 

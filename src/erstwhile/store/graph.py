@@ -44,6 +44,7 @@ from erstwhile.domain.graph import (
 from erstwhile.domain.records import Record
 from erstwhile.domain.search import SearchRequest
 from erstwhile.domain.time import Window
+from erstwhile.domain.validation import quoted
 from erstwhile.store.sql.dialect import Dialect
 from erstwhile.store.sql.rows import prefixed, record_from_row
 from erstwhile.store.sql.scope import known_scope, scope_clause, temporal_clause
@@ -184,7 +185,7 @@ class Graph:
                 [namespace, entity_id],
             )
         if not rows:
-            raise NotFound(f"entity {entity_id!r} does not exist in namespace {namespace!r}")
+            raise NotFound(f"entity {quoted(entity_id)} does not exist in namespace {namespace!r}")
         return _entity(rows[0])
 
     def same_as(self, namespace: str, entity_id: str) -> list[str]:

@@ -1,7 +1,9 @@
-"""The ``erstwhile.semantic.v1.Semantic`` servicer: metadata → caller, message → domain
-request (:mod:`.convert`), one call through :class:`~erstwhile.access.Caller`, the
-answer back as a message; a :class:`ErstwhileError` ends the call with the status of
-:mod:`.status` and its code in the trailing metadata.
+"""The ``erstwhile.semantic.v1.Semantic`` servicer: metadata → caller, the caller's
+capability for the call's namespace (decided before the message is read, as REST
+decides it before the body), message → domain request (:mod:`.convert`), one call
+through :class:`~erstwhile.access.Caller`, the answer back as a message; a
+:class:`ErstwhileError` ends the call with the status of :mod:`.status` and its code
+in the trailing metadata.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from erstwhile.access import Caller
 from erstwhile.adapters.grpc import convert
 from erstwhile.adapters.grpc._generated import semantic_pb2 as pb
 from erstwhile.adapters.grpc._generated import semantic_pb2_grpc as pb_grpc
-from erstwhile.adapters.grpc.status import ERROR_CODE_KEY, INTERNAL_CODE, status_of
+from erstwhile.adapters.grpc.status import ERROR_CODE_KEY, INTERNAL_CODE, details, status_of
+from erstwhile.domain.auth import Capability
 from erstwhile.domain.errors import ErstwhileError, Unauthenticated
 from erstwhile.service import Service
 
@@ -47,7 +50,7 @@ def abort(
 ) -> NoReturn:
     """Ends the call: the status, the message as its details, the code in the trailers."""
     context.set_trailing_metadata(((ERROR_CODE_KEY, code),))
-    context.abort(status, message)
+    context.abort(status, details(message))
     raise AssertionError("context.abort returns only by raising")  # pragma: no cover
 
 
@@ -70,13 +73,23 @@ class SemanticServicer(pb_grpc.SemanticServicer):
             )
         return Caller(self.service, self.access.authenticate(secret))
 
-    def _serve(self, context: grpc.ServicerContext, method: str, call: Callable[[Caller], T]) -> T:
-        """Runs one call as its caller; one log line per call, like REST's per request."""
+    def _serve(
+        self,
+        context: grpc.ServicerContext,
+        method: str,
+        call: Callable[[Caller], T],
+        needs: tuple[Capability, str] | None = None,
+    ) -> T:
+        """Runs one call as its caller, once the caller is known to hold the capability
+        for the namespace (``needs``, checked before ``call`` reads the message); one
+        log line per call, like REST's per request."""
         started = time.perf_counter()
         outcome, actor = "OK", None
         try:
             who = self._caller(context)
             actor = who.actor
+            if needs is not None:
+                who.require(*needs)
             return call(who)
         except ErstwhileError as error:
             outcome = error.code
@@ -98,7 +111,7 @@ class SemanticServicer(pb_grpc.SemanticServicer):
             records = convert.records(request.records)
             return convert.upsert_response(who.upsert(request.namespace, records))
 
-        return self._serve(context, "Upsert", call)
+        return self._serve(context, "Upsert", call, (Capability.WRITE, request.namespace))
 
     def Search(self, request: pb.SearchRequest, context: grpc.ServicerContext) -> pb.SearchResponse:
         def call(who: Caller) -> pb.SearchResponse:
@@ -106,21 +119,23 @@ class SemanticServicer(pb_grpc.SemanticServicer):
             result = who.search(request.namespace, search)
             return convert.search_response(result, include_vector=search.include_vector)
 
-        return self._serve(context, "Search", call)
+        return self._serve(context, "Search", call, (Capability.READ, request.namespace))
 
     def Delete(self, request: pb.DeleteRequest, context: grpc.ServicerContext) -> pb.DeleteResponse:
         def call(who: Caller) -> pb.DeleteResponse:
             who.delete(request.namespace, request.id, hard=request.hard)
             return pb.DeleteResponse()
 
-        return self._serve(context, "Delete", call)
+        return self._serve(context, "Delete", call, (Capability.WRITE, request.namespace))
 
     def Expire(self, request: pb.ExpireRequest, context: grpc.ServicerContext) -> pb.ExpireResponse:
         def call(who: Caller) -> pb.ExpireResponse:
             affected = who.expire(request.namespace, convert.expire_request(request))
             return pb.ExpireResponse(affected=affected)
 
-        return self._serve(context, "Expire", call)
+        hard = request.action == pb.EXPIRE_ACTION_HARD_DELETE
+        needs = (Capability.ADMIN if hard else Capability.WRITE, request.namespace)
+        return self._serve(context, "Expire", call, needs)
 
     def History(
         self, request: pb.HistoryRequest, context: grpc.ServicerContext
@@ -133,4 +148,4 @@ class SemanticServicer(pb_grpc.SemanticServicer):
             )  # fmt: skip
             return convert.history_response(chain)
 
-        return self._serve(context, "History", call)
+        return self._serve(context, "History", call, (Capability.READ, request.namespace))

@@ -3,6 +3,9 @@
 A failed call ends with the status below, the error's message as the status details
 (a diagnostic naming the field and the fix) and the stable code in the trailing
 metadata key :data:`ERROR_CODE_KEY`, so a client reacts to the code, never the text.
+The details travel in a header (``grpc-message``, percent-encoded): :func:`details`
+keeps them far below gRPC's metadata limits (8 KiB, past which a call may lose its
+status), whatever input a message echoes.
 """
 
 from __future__ import annotations
@@ -37,3 +40,17 @@ STATUS_BY_CODE: dict[str, grpc.StatusCode] = {
 def status_of(error: ErstwhileError) -> grpc.StatusCode:
     """The status a erstwhile error is sent with; INTERNAL for a code not in the table."""
     return STATUS_BY_CODE.get(error.code, grpc.StatusCode.INTERNAL)
+
+
+#: The most UTF-8 bytes of a message sent as status details: percent-encoded, at most
+#: three times as many bytes on the wire, beside the few of the code's trailer.
+MAX_DETAILS_BYTES = 1024
+
+
+def details(message: str) -> str:
+    """``message`` as status details: whole when short, else cut (at a character)
+    to :data:`MAX_DETAILS_BYTES` and marked with an ellipsis."""
+    encoded = message.encode("utf-8")
+    if len(encoded) <= MAX_DETAILS_BYTES:
+        return message
+    return encoded[: MAX_DETAILS_BYTES - 3].decode("utf-8", "ignore") + "…"

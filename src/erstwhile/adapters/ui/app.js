@@ -19,9 +19,17 @@ const VIEWS = {
 
 const main = () => document.getElementById('main');
 
+// The route in the fragment; a part that is not valid percent-encoding (`#/%`, typed or
+// pasted) makes it unreadable rather than throwing past the view.
 function parse() {
   const [path, query] = location.hash.replace(/^#\/?/, '').split('?');
-  const parts = path ? path.split('/').map(decodeURIComponent) : [];
+  let parts = [];
+  try {
+    parts = path ? path.split('/').map(decodeURIComponent) : [];
+  } catch (error) {
+    if (!(error instanceof URIError)) throw error;
+    return { name: null, args: [], params: new URLSearchParams() };
+  }
   return { name: parts[0] || '', args: parts.slice(1), params: new URLSearchParams(query || '') };
 }
 
@@ -86,6 +94,11 @@ async function render() {
   const box = h('div', { class: 'view', 'aria-busy': 'true' });
   fill(main(), box);
   try {
+    if (name === null) {
+      throw new ApiError(400, 'erstwhile.input.invalid',
+        'this address is not a route of the inspector (a % not followed by two hex ' +
+        'digits); fix it, or start again from Namespaces');
+    }
     if (!view) throw new ApiError(404, 'erstwhile.not_found', `no view ${name}`);
     await view(box, args, params);
   } catch (error) {
