@@ -17,9 +17,8 @@ from contextlib import nullcontext
 from psycopg import errors
 
 from erstwhile.domain.errors import InvalidInput
-from erstwhile.store import graph
 from erstwhile.store.postgres.connection import Connection
-from erstwhile.store.sql import lexical, migrate, past
+from erstwhile.store.sql import graph, lexical, migrate, past
 from erstwhile.store.sql.migrate import Migration, run_script
 
 MIGRATIONS: list[tuple[str, Migration]] = []

@@ -24,9 +24,9 @@ from erstwhile.domain.records import Record
 from erstwhile.domain.search import ExpireAction, ExpireRequest, SearchRequest
 from erstwhile.domain.time import Window, format_instant, from_us
 from erstwhile.gc_pause import gc_paused
-from erstwhile.store.graph import Graph
 from erstwhile.store.sql import expiry, lexical
 from erstwhile.store.sql.dialect import Database, Dialect, Lane, Tx
+from erstwhile.store.sql.graph import Graph
 from erstwhile.store.sql.maintenance import Finding, Read
 from erstwhile.store.sql.past import known_rows, stored_versions, version_numbers, version_row
 from erstwhile.store.sql.rows import COLUMNS, record_from_row

@@ -9,8 +9,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from erstwhile.store import graph
-from erstwhile.store.sql import lexical, migrate, past
+from erstwhile.store.sql import graph, lexical, migrate, past
 from erstwhile.store.sql.migrate import Migration, run_script
 
 MIGRATIONS: list[tuple[str, Migration]] = []
