@@ -89,14 +89,15 @@ def revision(src: Path) -> str:
 
 def run(
     size: int, seed: int, before: Path | None, vectors: str = "list", label: str | None = None,
-    *, alone: bool = False, tuned: bool = False,
+    *, alone: bool = False, tuned: bool = False, peers: bool = True,
 ) -> dict[str, Any]:  # fmt: skip
     engines: dict[str, Path | None] = {f"erstwhile {revision(REPO)} (this tree)": None}
     if tuned:
         engines[f"erstwhile {revision(REPO)} {TUNED}"] = None
     if before is not None:
         engines[f"erstwhile {label or revision(before)} (before)"] = before
-    engines["sqlite-vec + FTS5"] = None
+    if peers:
+        engines["sqlite-vec + FTS5"] = None
     workdir = Path(tempfile.mkdtemp(prefix="msbench-ingest-"))
     procs: dict[str, subprocess.Popen[str]] = {}
     try:
@@ -192,6 +193,10 @@ def main() -> None:
         help="also this tree in a process that calls erstwhile.tune_process() first"
         " (as the CLI and the server do); the plain engine is what open() embeds",
     )  # fmt: skip
+    parser.add_argument(
+        "--no-sqlitevec", action="store_true",
+        help="leave sqlite-vec + FTS5 out (it needs sqlean, bench/requirements.txt)",
+    )  # fmt: skip
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--path", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -199,7 +204,7 @@ def main() -> None:
         worker(args.worker, args.size, args.seed, args.path, args.vectors == "array")
         return
     result = run(args.size, args.seed, args.before, args.vectors, args.before_label,
-                 alone=args.alone, tuned=args.tuned)  # fmt: skip
+                 alone=args.alone, tuned=args.tuned, peers=not args.no_sqlitevec)  # fmt: skip
     log(json.dumps(result, indent=2))
     name = (f"ingest_{args.size // 1000}k_sqlite{'_tuned' if args.tuned else ''}"
             f"{'_alone' if args.alone else ''}.json")  # fmt: skip
