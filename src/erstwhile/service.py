@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -65,9 +65,7 @@ from erstwhile.jobs.mining import MineReport, MineRequest, run_mine_job
 from erstwhile.rerank import Reranker, rerank_hits
 from erstwhile.service_graph import GraphMethods
 from erstwhile.store.base import LexicalHits, SemanticHits, Store
-
-if TYPE_CHECKING:
-    from erstwhile.access import Access
+from erstwhile.tokens import Access
 
 log = logging.getLogger("erstwhile.service")
 
@@ -207,8 +205,6 @@ class Service(GraphMethods):
     def access(self) -> Access:
         """Token management (create, list, disable, authenticate) on this store: how
         adapters reach tokens, never through ``store``."""
-        from erstwhile.access import Access  # access builds on this module
-
         return Access(self.store)
 
     def close(self) -> None:

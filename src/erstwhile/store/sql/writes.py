@@ -26,7 +26,8 @@ from erstwhile.domain.vectors import unit
 from erstwhile.domain.words import term_counts_of
 from erstwhile.store.sql import graph, past
 from erstwhile.store.sql.dialect import Dialect, Tx, chunks
-from erstwhile.store.sql.lexical import Document, LexicalWrites
+from erstwhile.store.sql.lexical import Document
+from erstwhile.store.sql.lexical_writes import LexicalWrites
 from erstwhile.store.sql.rows import (
     COLUMNS,
     created_row,
