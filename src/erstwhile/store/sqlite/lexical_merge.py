@@ -191,7 +191,7 @@ def _prepare(tx: Tx, last: int) -> None:
     """Fills :data:`_MERGING` with the postings of the documents of the tail's records
     whose rows it holds up to seq ``last``, each document as ``tx`` sees it (none once
     its record is gone). The documents are split and counted in SQL: a document's terms
-    (:func:`packed`) are runs of letters and digits joined by single spaces, so quoting
+    (``lexical.packed``) are runs of letters and digits joined by single spaces, so quoting
     each and joining them with commas makes a JSON array of them, which ``json_each``
     lists (:func:`split_terms`); a record's term met again adds one to its posting's tf
     (the table's key orders them: no sort of its own, 1.6x faster than a GROUP BY);

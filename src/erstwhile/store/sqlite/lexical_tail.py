@@ -37,7 +37,7 @@ class Tail:
     ) -> None:
         self._writing = writing
         self.on_commit = on_commit
-        #: Asks for a merge beside the writers (:func:`merge_beside`), if the store
+        #: Asks for a merge beside the writers (:func:`lexical_merge.merge_beside`), if the store
         #: makes them; else a write merges the tail itself once it is due.
         self.merge = merge
         self._lock = threading.Lock()
