@@ -5,7 +5,7 @@ from the process's copy of them) against the same store merged:
 Ingests ``size`` records of the speed data (bench.synth, batches of 1000), the last
 batches after a merge, with merges held back, so the tail (``lexical_tail``) holds
 nearly the most it holds between merges at that size
-(:func:`~erstwhile.store.sql.lexical.merge_due`); copies the file and merges the copy.
+(:func:`~erstwhile.store.sql.lexical_merge.merge_due`); copies the file and merges the copy.
 Then each store is opened anew and its first search timed (which copies the whole
 tail), and every query goes to both stores in turn (the order alternating, so a load
 swing hits both alike): the same hits and scores, and each one's p50.
@@ -26,7 +26,7 @@ import erstwhile
 from bench.common import machine, sized_study
 from bench.engines.erstwhile_engine import ErstwhileEngine
 from bench.synth import generate
-from erstwhile.store.sql import lexical
+from erstwhile.store.sqlite import lexical_merge
 
 BATCH = 1000
 ROUNDS = 15
@@ -39,23 +39,23 @@ def run(size: int, seed: int) -> dict[str, Any]:
         engine = ErstwhileEngine(str(workdir / "fresh.db"), "fresh", {})
         engine.open()
         # batches whose documents stay in the tail: merge_due's bound at this size
-        rows, most = lexical.TAIL_ROWS, lexical.TAIL_MAX
+        rows, most = lexical_merge.TAIL_ROWS, lexical_merge.TAIL_MAX
         bound = min(most, max(rows, math.isqrt(rows * size // 4)))
         held = bound // BATCH
         for start in range(0, size, BATCH):
             if start == size - held * BATCH:  # from a merge on, the held batches only
                 assert engine.memory is not None
                 dialect = engine.memory.service.store.dialect
-                dialect.db.write(partial(lexical.merge_tail, dialect))
-                lexical.TAIL_ROWS = lexical.TAIL_MAX = 10**12
+                dialect.db.write(partial(lexical_merge.merge_tail, dialect))
+                lexical_merge.TAIL_ROWS = lexical_merge.TAIL_MAX = 10**12
             engine.ingest_batch(data, start, min(start + BATCH, size))
-        lexical.TAIL_ROWS, lexical.TAIL_MAX = rows, most
+        lexical_merge.TAIL_ROWS, lexical_merge.TAIL_MAX = rows, most
         assert engine.memory is not None
         engine.memory.close()
         shutil.copy(workdir / "fresh.db", workdir / "merged.db")
         with erstwhile.open(str(workdir / "merged.db"), embedder="none",
                             background_jobs=False) as m:  # fmt: skip
-            m.service.store.db.write(partial(lexical.merge_tail, m.service.store.dialect))
+            m.service.store.db.write(partial(lexical_merge.merge_tail, m.service.store.dialect))
         stores = {
             name: erstwhile.open(str(workdir / f"{name}.db"), embedder="none",
                                  background_jobs=False)

@@ -4,7 +4,9 @@ one sitting: ``python -m bench.ingest --size 100000 [--before SRC]``.
 Each engine runs in a process of its own on the same generated data (bench.synth,
 batches of 1000, one transaction each): erstwhile of this tree, erstwhile of another
 tree (``--before``: its ``src`` directory, e.g. the main branch's, put first on the
-path), and raw sqlite-vec + FTS5. Batch j goes to every engine before batch j + 1, the
+path), this tree in a process that calls ``erstwhile.tune_process()`` first (``--tuned``:
+what the CLI and the server run; the plain engine is what ``erstwhile.open()`` embeds),
+and raw sqlite-vec + FTS5. Batch j goes to every engine before batch j + 1, the
 order rotating, so a load swing on this shared machine hits them alike. The timed part
 is what the speed bench times (``write_s``): erstwhile's ``upsert`` calls, sqlite-vec's
 transactions; building each batch's input is not timed.
@@ -34,12 +36,18 @@ from bench.common import RESULTS, log, machine, write_json
 
 REPO = Path(__file__).resolve().parents[1]
 BATCH = 1000
+#: The end of the name of an engine whose process calls ``erstwhile.tune_process()``.
+TUNED = "(this tree, tune_process)"
 
 
 def worker(kind: str, size: int, seed: int, path: str, arrays: bool = False) -> None:
     """Holds one engine; ingests the batch each line of stdin names, answers its seconds."""
     from bench.synth import generate
 
+    if kind.endswith(TUNED):
+        import erstwhile
+
+        erstwhile.tune_process()  # before any database opens
     data = generate(size, 10, seed)
     if kind == "sqlitevec":
         from bench.engines.sqlitevec_engine import SqliteVecEngine
@@ -81,12 +89,15 @@ def revision(src: Path) -> str:
 
 def run(
     size: int, seed: int, before: Path | None, vectors: str = "list", label: str | None = None,
-    *, alone: bool = False,
+    *, alone: bool = False, tuned: bool = False, peers: bool = True,
 ) -> dict[str, Any]:  # fmt: skip
     engines: dict[str, Path | None] = {f"erstwhile {revision(REPO)} (this tree)": None}
+    if tuned:
+        engines[f"erstwhile {revision(REPO)} {TUNED}"] = None
     if before is not None:
         engines[f"erstwhile {label or revision(before)} (before)"] = before
-    engines["sqlite-vec + FTS5"] = None
+    if peers:
+        engines["sqlite-vec + FTS5"] = None
     workdir = Path(tempfile.mkdtemp(prefix="msbench-ingest-"))
     procs: dict[str, subprocess.Popen[str]] = {}
     try:
@@ -177,6 +188,15 @@ def main() -> None:
         "--alone", action="store_true",
         help="each engine's batches back to back, one engine after the other",
     )  # fmt: skip
+    parser.add_argument(
+        "--tuned", action="store_true",
+        help="also this tree in a process that calls erstwhile.tune_process() first"
+        " (as the CLI and the server do); the plain engine is what open() embeds",
+    )  # fmt: skip
+    parser.add_argument(
+        "--no-sqlitevec", action="store_true",
+        help="leave sqlite-vec + FTS5 out (it needs sqlean, bench/requirements.txt)",
+    )  # fmt: skip
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--path", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -184,9 +204,10 @@ def main() -> None:
         worker(args.worker, args.size, args.seed, args.path, args.vectors == "array")
         return
     result = run(args.size, args.seed, args.before, args.vectors, args.before_label,
-                 alone=args.alone)  # fmt: skip
+                 alone=args.alone, tuned=args.tuned, peers=not args.no_sqlitevec)  # fmt: skip
     log(json.dumps(result, indent=2))
-    name = f"ingest_{args.size // 1000}k_sqlite{'_alone' if args.alone else ''}.json"
+    name = (f"ingest_{args.size // 1000}k_sqlite{'_tuned' if args.tuned else ''}"
+            f"{'_alone' if args.alone else ''}.json")  # fmt: skip
     write_json(args.out or RESULTS / name, result)
 
 

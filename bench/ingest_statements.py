@@ -6,7 +6,7 @@ Ingests the speed data (bench.synth, batches of 1000) into a fresh SQLite store 
 held back and sent together (``connection.Deferred.send``, by statement), the other
 statements (``Transaction.execute`` / ``executemany``), each transaction's begin
 and commit (``connection._with_lock_retry``, which runs both), and the making of a
-lexical merge's postings (``lexical._prepare``: in a read transaction of the merger's,
+lexical merge's postings (``lexical_merge._prepare``: in a read transaction of the merger's,
 or in the write that merges). Statements of the
 threads beside the writer (the lexical merger, the checkpointer) are named by their
 thread and counted apart (``beside_the_writers_s``). What is left of the upserts'
@@ -29,8 +29,7 @@ from typing import Any
 from bench.common import log, machine, sized_study
 from bench.engines.erstwhile_engine import ErstwhileEngine
 from bench.synth import generate
-from erstwhile.store.sql import lexical
-from erstwhile.store.sqlite import connection
+from erstwhile.store.sqlite import connection, lexical_merge
 
 BATCH = 1000
 
@@ -52,7 +51,7 @@ def timed(size: int, seed: int) -> dict[str, Any]:
         connection.Transaction.executemany,
     )
     retried = connection._with_lock_retry
-    prepare = lexical._prepare
+    prepare = lexical_merge._prepare
 
     def note(key: str, start: float, count: int = 1) -> None:
         seconds[key] += time.perf_counter() - start
@@ -71,7 +70,7 @@ def timed(size: int, seed: int) -> dict[str, Any]:
     def timed_prepare(tx: Any, last: int) -> None:
         start = time.perf_counter()
         prepare(tx, last)
-        note(_key("merge's postings made in SQL (lexical._prepare)"), start)
+        note(_key("merge's postings made in SQL (lexical_merge._prepare)"), start)
 
     def timing(run: Callable[..., Any], kind: str) -> Callable[..., Any]:
         """``Transaction.execute`` or ``executemany`` (``run``), timed after it has
@@ -92,7 +91,7 @@ def timed(size: int, seed: int) -> dict[str, Any]:
     connection.Transaction.execute = timing(execute, "execute ")  # type: ignore[method-assign]
     connection.Transaction.executemany = timing(executemany, "executemany ")  # type: ignore[method-assign]
     connection._with_lock_retry = timed_retried
-    lexical._prepare = timed_prepare
+    lexical_merge._prepare = timed_prepare
     try:
         with tempfile.TemporaryDirectory(prefix="msbench-statements-") as workdir:
             engine = ErstwhileEngine(str(Path(workdir) / "m.db"), "erstwhile", {})
@@ -108,7 +107,7 @@ def timed(size: int, seed: int) -> dict[str, Any]:
         connection.Transaction.execute = execute  # type: ignore[method-assign]
         connection.Transaction.executemany = executemany  # type: ignore[method-assign]
         connection._with_lock_retry = retried
-        lexical._prepare = prepare
+        lexical_merge._prepare = prepare
     beside = sum(v for key, v in seconds.items() if key.startswith("["))
     statements = sum(seconds.values()) - beside
     return {

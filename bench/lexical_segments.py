@@ -37,6 +37,7 @@ from bench.common import machine, sized_study
 from bench.engines.erstwhile_engine import ErstwhileEngine
 from bench.synth import generate
 from erstwhile.store.sql import lexical
+from erstwhile.store.sqlite import lexical_merge
 from erstwhile.store.sqlite.connection import connect
 
 BATCH = 1000
@@ -201,7 +202,7 @@ def run(size: int, seed: int) -> dict[str, Any]:
         path = workdir / "store.db"
         engine = ErstwhileEngine(str(path), "segments", {})
         engine.open()
-        rows, most = lexical.TAIL_ROWS, lexical.TAIL_MAX
+        rows, most = lexical_merge.TAIL_ROWS, lexical_merge.TAIL_MAX
         bound = min(most, max(rows, math.isqrt(rows * size // 4)))
         held = bound // BATCH
         for start in range(0, size, BATCH):
@@ -209,10 +210,10 @@ def run(size: int, seed: int) -> dict[str, Any]:
                 assert engine.memory is not None
                 store: Any = engine.memory.service.store  # a SQLite store: it has one
                 dialect = store.dialect
-                dialect.db.write(partial(lexical.merge_tail, dialect))
-                lexical.TAIL_ROWS = lexical.TAIL_MAX = 10**12
+                dialect.db.write(partial(lexical_merge.merge_tail, dialect))
+                lexical_merge.TAIL_ROWS = lexical_merge.TAIL_MAX = 10**12
             engine.ingest_batch(data, start, min(start + BATCH, size))
-        lexical.TAIL_ROWS, lexical.TAIL_MAX = rows, most
+        lexical_merge.TAIL_ROWS, lexical_merge.TAIL_MAX = rows, most
         engine.close()
         conn = connect(str(path))
         merges = max(1, round((size - held * BATCH) / bound))
@@ -224,7 +225,7 @@ def run(size: int, seed: int) -> dict[str, Any]:
             order = ["merge_tail", "segments"] if n % 2 else ["segments", "merge_tail"]
             for name in order:
                 work: Callable[[], None] = (
-                    partial(lexical.merge_tail, NO_TAIL, conn)
+                    partial(lexical_merge.merge_tail, NO_TAIL, conn)
                     if name == "merge_tail"
                     else partial(merge_segments, conn, documents)
                 )
@@ -238,7 +239,7 @@ def run(size: int, seed: int) -> dict[str, Any]:
         conn.close()
         copy = workdir / "copy.db"
         committed = {
-            "merge_tail": wal_pages(path, copy, partial(lexical.merge_tail, NO_TAIL)),
+            "merge_tail": wal_pages(path, copy, partial(lexical_merge.merge_tail, NO_TAIL)),
             "segments": wal_pages(path, copy, lambda c: merge_segments(c, documents)),
         }  # fmt: skip
     finally:

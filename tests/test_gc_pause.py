@@ -1,17 +1,71 @@
-"""The cyclic collector is paused only while a batch is built, and always comes back."""
+"""The cyclic collector is left alone by an embedded store, and in a process tuned for
+erstwhile (``erstwhile.tune_process``) paused only while a batch is built, and always
+comes back."""
 
 from __future__ import annotations
 
 import gc
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
 import erstwhile
+from erstwhile import gc_pause
 from erstwhile.gc_pause import gc_paused
 
 
+@pytest.fixture
+def tuned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pauses allowed as ``tune_process`` allows them, for this test only (the test
+    process is a host that did not ask for them)."""
+    monkeypatch.setattr(gc_pause, "_allowed", True)
+
+
+def test_an_embedded_store_leaves_the_collector_on_in_every_thread(tmp_path: Path) -> None:
+    """A host's thread sampling ``gc.isenabled()`` while ``open()``'s store writes
+    50,000 records (no embedder) never sees the collector off."""
+    assert gc.isenabled() and not gc_pause.pauses_allowed()
+    samples: list[bool] = []
+    writing, done = threading.Event(), threading.Event()
+
+    def watch() -> None:
+        writing.wait(10)
+        while not done.is_set():
+            samples.append(gc.isenabled())
+            time.sleep(0.0005)  # lets the writer have Python's lock most of the time
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        with erstwhile.open(str(tmp_path / "m.db"), embedder="none",
+                            background_jobs=False) as m:  # fmt: skip
+            writing.set()
+            for start in range(0, 50_000, 1_000):
+                m.upsert("ns", [{"id": f"r{i}", "content": f"note {i} of the mill"}
+                                for i in range(start, start + 1_000)])  # fmt: skip
+            assert m.search("ns", "mill").hits
+    finally:
+        done.set()
+        watcher.join(10)
+    assert len(samples) > 100 and all(samples)
+    assert gc.isenabled()
+
+
+def test_untuned_pauses_change_nothing() -> None:
+    with gc_paused():
+        assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+@pytest.mark.usefixtures("tuned")
 def test_nested_and_concurrent_pauses_end_with_the_last() -> None:
     assert gc.isenabled()
     inside = threading.Event()
@@ -35,6 +89,7 @@ def test_nested_and_concurrent_pauses_end_with_the_last() -> None:
     assert gc.isenabled()
 
 
+@pytest.mark.usefixtures("tuned")
 def test_a_collector_turned_off_by_the_application_stays_off() -> None:
     gc.disable()
     try:
@@ -45,6 +100,7 @@ def test_a_collector_turned_off_by_the_application_stays_off() -> None:
         gc.enable()
 
 
+@pytest.mark.usefixtures("tuned")
 def test_a_refused_batch_gives_the_collector_back(tmp_path: Path) -> None:
     with erstwhile.open(str(tmp_path / "m.db"), embedder="hash", background_jobs=False) as m:
         with pytest.raises(erstwhile.InvalidInput):
@@ -58,6 +114,7 @@ def test_a_refused_batch_gives_the_collector_back(tmp_path: Path) -> None:
         assert gc.isenabled()
 
 
+@pytest.mark.usefixtures("tuned")
 def test_a_batch_s_records_are_freed_before_the_collector_is_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

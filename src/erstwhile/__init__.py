@@ -5,6 +5,10 @@ m = erstwhile.open("memory.db")
 m.upsert("agent", [{"content": "The user drives a red car", "key": "user.car"}])
 m.search("agent", "car").hits
 
+``erstwhile.open`` leaves the host process's garbage collector and SQLite configuration
+as they are; a process that is erstwhile's own may call ``erstwhile.tune_process()``
+first (the CLI and the server do).
+
 The same calls reach a server: ``erstwhile.Client("http://127.0.0.1:7077", token=…)``.
 """
 
@@ -29,6 +33,7 @@ from erstwhile.domain.records import Record, UpsertResult
 from erstwhile.domain.search import Hit, SearchResult
 from erstwhile.memory import Memory
 from erstwhile.memory import open_memory as open
+from erstwhile.tuning import ProcessTuning, tune_process
 
 if TYPE_CHECKING:
     from erstwhile.adapters.client import Client
@@ -54,6 +59,7 @@ __all__ = [
     "Memory",
     "NotFound",
     "PolicyLimit",
+    "ProcessTuning",
     "ProviderFailed",
     "Record",
     "ReindexNeeded",
@@ -65,4 +71,5 @@ __all__ = [
     "VersionConflict",
     "WriteConflict",
     "open",
+    "tune_process",
 ]

@@ -13,7 +13,7 @@
 version, superseded_by), ordered by namespace, id and version; then one
 ``{"hard_deleted": id, "namespace": ns}`` line per hard-deleted id (the ledger's, ids
 only), which explains a supersession link that ends at nothing; then, per namespace,
-its graph (:func:`erstwhile.store.graph.dump`): ``entity`` lines, ``same_as`` pairs,
+its graph (:func:`erstwhile.store.sql.graph.dump`): ``entity`` lines, ``same_as`` pairs,
 ``mention`` and ``edge`` lines each with its record-time range (``known_from``, and
 ``known_to`` for a retracted or replaced version), and ``extracted`` lines (which
 content the extract job read). ``graph: told`` keeps only the mentions and edges a
@@ -59,7 +59,7 @@ from erstwhile.domain.validation import as_invalid_input
 from erstwhile.domain.words import check_language
 from erstwhile.memory import Memory
 from erstwhile.service import LOCAL_ACTOR
-from erstwhile.store import graph as graph_store
+from erstwhile.store.sql import graph as graph_store
 from erstwhile.store.sql import maintenance
 from erstwhile.store.sql.maintenance import Finding
 

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -73,9 +73,7 @@ from erstwhile.policy import Policy, admits, check_cap, check_trust
 from erstwhile.rerank import Reranker, rerank_hits
 from erstwhile.service_graph import GraphMethods
 from erstwhile.store.base import LexicalHits, SemanticHits, Store
-
-if TYPE_CHECKING:
-    from erstwhile.access import Access
+from erstwhile.tokens import Access
 
 log = logging.getLogger("erstwhile.service")
 
@@ -158,8 +156,6 @@ class Service(GraphMethods):
     def access(self) -> Access:
         """Token management (create, list, disable, authenticate) on this store: how
         adapters reach tokens, never through ``store``."""
-        from erstwhile.access import Access  # access builds on this module
-
         return Access(self.store)
 
     def close(self) -> None:

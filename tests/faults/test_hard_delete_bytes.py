@@ -112,10 +112,10 @@ def test_hard_delete_scrubs_every_byte_beside_a_merge(
     """The writes before the delete bring SQLite's lexical tail to its bound, so a
     merge beside the writers is under way or about to start as the delete empties
     the WAL: whichever comes first, no byte of the record is left."""
-    from erstwhile.store.sql import lexical
+    from erstwhile.store.sqlite import lexical_merge
 
-    monkeypatch.setattr(lexical, "TAIL_ROWS", 50)
-    monkeypatch.setattr(lexical, "TAIL_MAX", 50)
+    monkeypatch.setattr(lexical_merge, "TAIL_ROWS", 50)
+    monkeypatch.setattr(lexical_merge, "TAIL_MAX", 50)
     path = tmp_path / "m.db"
     secrets = _secrets()
     with erstwhile.open(path, embedder="hash", background_jobs=False) as m:

@@ -27,7 +27,7 @@ from tests.support.raw import (
 )
 
 import erstwhile
-from erstwhile.store.sql import lexical
+from erstwhile.store.sqlite import lexical_merge
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 WORDS = ["river", "stone", "mill", "cloud", "house", "water", "quiet", "old", "road", "tree"]
@@ -191,8 +191,8 @@ def test_the_tail_merged_or_not_ranks_as_one_table(
     integrity check, and the same postings in all."""
     found: dict[str, Any] = {}
     for name, limit in (("merged", 3), ("unmerged", 10**9)):
-        monkeypatch.setattr(lexical, "TAIL_ROWS", limit)
-        monkeypatch.setattr(lexical, "TAIL_MAX", limit)
+        monkeypatch.setattr(lexical_merge, "TAIL_ROWS", limit)
+        monkeypatch.setattr(lexical_merge, "TAIL_MAX", limit)
         path = tmp_path / f"{name}.db"
         with erstwhile.open(str(path), embedder="none", background_jobs=False) as m:
             m.upsert("a", [{"id": "early", "content": "river stone early"}])
@@ -232,10 +232,10 @@ def test_integrity_finds_a_record_with_postings_and_in_the_tail(tmp_path: Path) 
 def test_a_larger_store_merges_its_tail_later(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The bound grows as the square root of the merged documents (lexical.merge_due):
+    """The bound grows as the square root of the merged documents (lexical_merge.merge_due):
     with 200 merged, the tail waits until 4 * tail^2 >= TAIL_ROWS * 200, and ranking
     never depends on where a document is."""
-    monkeypatch.setattr(lexical, "TAIL_ROWS", 10)
+    monkeypatch.setattr(lexical_merge, "TAIL_ROWS", 10)
     path = tmp_path / "m.db"
     content = "river stone mill quiet water"
     with erstwhile.open(str(path), embedder="none", background_jobs=False) as m:

@@ -24,7 +24,7 @@ from tests.support.raw import merges_settled
 import erstwhile
 from erstwhile import backups
 from erstwhile.domain.words import terms
-from erstwhile.store.sql import lexical
+from erstwhile.store.sqlite import lexical_merge
 
 VOCABULARY = [
     "run", "runs", "running", "ran", "river", "rivers", "stone", "stones", "cloud",
@@ -107,8 +107,8 @@ def test_both_backends_rank_as_the_oracle(
     """``tail``: SQLite's tail merged at that many rows (each merge a segment of the
     postings of its own, which rewrites and hard deletes reach into), or never."""
     if tail is not None:
-        monkeypatch.setattr(lexical, "TAIL_ROWS", tail)
-        monkeypatch.setattr(lexical, "TAIL_MAX", tail)
+        monkeypatch.setattr(lexical_merge, "TAIL_ROWS", tail)
+        monkeypatch.setattr(lexical_merge, "TAIL_MAX", tail)
     namespace = f"bm{next(_names)}"
     contents = {f"r{i:02d}": content for i, content in enumerate(corpus)}
     for m in both.values():

@@ -18,7 +18,7 @@ from tests.support.raw import (
 )
 
 import erstwhile
-from erstwhile.store.sql import lexical
+from erstwhile.store.sqlite import lexical_merge
 
 QUERIES = ["river", "stone mill", "quiet water", "old house tree", "lantern"]
 
@@ -70,8 +70,8 @@ def test_an_older_store_gains_the_documents_of_its_postings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # merged at the third write (30 in the tail), the fourth's 6 in the tail
-    monkeypatch.setattr(lexical, "TAIL_ROWS", 20)
-    monkeypatch.setattr(lexical, "TAIL_MAX", 20)
+    monkeypatch.setattr(lexical_merge, "TAIL_ROWS", 20)
+    monkeypatch.setattr(lexical_merge, "TAIL_MAX", 20)
     path = str(tmp_path / "m.db")
     with erstwhile.open(path, embedder="none", background_jobs=False) as m:
         for ns in ("a", "b"):
@@ -103,8 +103,8 @@ def test_an_older_store_gains_the_documents_of_its_postings(
 def test_rewrites_and_hard_deletes_find_the_postings_by_the_document(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, merged: bool
 ) -> None:
-    monkeypatch.setattr(lexical, "TAIL_ROWS", 1 if merged else 10**9)
-    monkeypatch.setattr(lexical, "TAIL_MAX", 1 if merged else 10**9)
+    monkeypatch.setattr(lexical_merge, "TAIL_ROWS", 1 if merged else 10**9)
+    monkeypatch.setattr(lexical_merge, "TAIL_MAX", 1 if merged else 10**9)
     path = str(tmp_path / "m.db")
     with erstwhile.open(path, embedder="none", background_jobs=False) as m:
         _write(m, "a")

@@ -16,7 +16,7 @@ import pytest
 from tests.support.raw import merges_settled, scalar, select
 
 import erstwhile
-from erstwhile.store.sql import lexical
+from erstwhile.store.sqlite import lexical_merge
 
 WORDS = ["river", "stone", "mill", "cloud", "house", "water", "quiet", "old", "road"]
 
@@ -31,8 +31,8 @@ def merged_thrice(
 ) -> Iterator[tuple[str, erstwhile.Memory]]:
     """A store whose namespaces "a" and "b" were merged three times (a merge at every
     write of 10 records, two namespaces in each merge), with a last write in the tail."""
-    monkeypatch.setattr(lexical, "TAIL_ROWS", 10)
-    monkeypatch.setattr(lexical, "TAIL_MAX", 10)
+    monkeypatch.setattr(lexical_merge, "TAIL_ROWS", 10)
+    monkeypatch.setattr(lexical_merge, "TAIL_MAX", 10)
     path = str(tmp_path / "m.db")
     with erstwhile.open(path, embedder="none", background_jobs=False) as m:
         for batch in range(3):

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from tests.support.raw import scalar
 
 import erstwhile
-from erstwhile.store.sql import lexical
+from erstwhile.store.sqlite import lexical_merge
 
 WORDS = ["river", "stone", "mill", "cloud", "house", "water", "quiet", "old"]
 QUERIES = ["river", "stone mill", "quiet water old", "house cloud river stone"]
@@ -39,7 +39,7 @@ def _ranked(m: erstwhile.Memory, ns: str = "ns") -> list[list[tuple[str, float]]
 
 def _merge(m: erstwhile.Memory) -> None:
     store = m.service.store
-    store.db.write(partial(lexical.merge_tail, store.dialect))
+    store.db.write(partial(lexical_merge.merge_tail, store.dialect))
 
 
 def _apply(m: erstwhile.Memory, op: tuple[Any, ...]) -> None:
@@ -65,8 +65,8 @@ def test_two_copies_of_the_tail_rank_as_the_merged_file(
 ) -> None:
     folder = tmp_path_factory.mktemp("tail")
     path = str(folder / "m.db")
-    original = (lexical.TAIL_ROWS, lexical.TAIL_MAX)
-    lexical.TAIL_ROWS = lexical.TAIL_MAX = bound
+    original = (lexical_merge.TAIL_ROWS, lexical_merge.TAIL_MAX)
+    lexical_merge.TAIL_ROWS = lexical_merge.TAIL_MAX = bound
     try:
         stores = [erstwhile.open(path, embedder="none", background_jobs=False) for _ in range(2)]
         try:
@@ -85,7 +85,7 @@ def test_two_copies_of_the_tail_rank_as_the_merged_file(
             assert scalar(path, "SELECT count(*) FROM lexical_tail") == 0
             assert _ranked(m) == seen[0]
     finally:
-        lexical.TAIL_ROWS, lexical.TAIL_MAX = original
+        lexical_merge.TAIL_ROWS, lexical_merge.TAIL_MAX = original
 
 
 def test_a_search_reads_the_tail_another_store_wrote(
@@ -93,8 +93,8 @@ def test_a_search_reads_the_tail_another_store_wrote(
 ) -> None:
     """The copy learns of new, replaced, removed and merged documents from the rows
     appended to the tail; a store merged after every write ranks alike."""
-    monkeypatch.setattr(lexical, "TAIL_ROWS", 10**9)
-    monkeypatch.setattr(lexical, "TAIL_MAX", 10**9)
+    monkeypatch.setattr(lexical_merge, "TAIL_ROWS", 10**9)
+    monkeypatch.setattr(lexical_merge, "TAIL_MAX", 10**9)
     path, merged_path = str(tmp_path / "m.db"), str(tmp_path / "merged.db")
     writer = erstwhile.open(path, embedder="none", background_jobs=False)
     reader = erstwhile.open(path, embedder="none", background_jobs=False)

@@ -17,6 +17,7 @@ from tests.support.threads import alive, wait_until_at_most
 
 import erstwhile
 from erstwhile.store.sql import lexical
+from erstwhile.store.sqlite import lexical_merge
 from erstwhile.store.sqlite.dialect import Merger
 
 WORDS = ["river", "stone", "mill", "quiet", "water", "old", "house", "tree", "road"]
@@ -41,8 +42,8 @@ def _mergers() -> int:
 
 @pytest.fixture
 def bound(monkeypatch: pytest.MonkeyPatch) -> int:
-    monkeypatch.setattr(lexical, "TAIL_ROWS", 10)
-    monkeypatch.setattr(lexical, "TAIL_MAX", 10)
+    monkeypatch.setattr(lexical_merge, "TAIL_ROWS", 10)
+    monkeypatch.setattr(lexical_merge, "TAIL_MAX", 10)
     return 10
 
 
@@ -141,7 +142,7 @@ def test_a_store_dropped_unclosed_ends_its_merge_thread(tmp_path: Path, bound: i
 
 
 class _Held:
-    """``lexical.merge_beside`` on a thread of the test's (the store's own thread is
+    """``lexical_merge.merge_beside`` on a thread of the test's (the store's own thread is
     never asked), held where a subclass calls :meth:`hold` until the ``with`` block
     ends; what the writers do inside is what the merge must allow for."""
 
@@ -154,7 +155,7 @@ class _Held:
 
     def _run(self, dialect: object) -> None:
         try:
-            lexical.merge_beside(dialect)  # type: ignore[arg-type]
+            lexical_merge.merge_beside(dialect)  # type: ignore[arg-type]
         except RuntimeError as error:  # a merge made to end there (its process gone)
             self.failed.append(error)
 
@@ -181,13 +182,13 @@ class _Paused(_Held):
 
     def __init__(self, m: erstwhile.Memory, monkeypatch: pytest.MonkeyPatch) -> None:
         super().__init__(m, monkeypatch)
-        prepare = lexical._prepare
+        prepare = lexical_merge._prepare
 
         def paused(tx: object, last: int) -> None:
             prepare(tx, last)  # type: ignore[arg-type]
             self.hold()
 
-        monkeypatch.setattr(lexical, "_prepare", paused)
+        monkeypatch.setattr(lexical_merge, "_prepare", paused)
 
 
 def _rowid(path: str, record_id: str) -> int:
@@ -218,7 +219,7 @@ def test_writes_while_a_merge_makes_its_postings_stay_in_the_tail(
         found = _ranked(m)
         report = m.service.store.integrity()
         assert all(f.ok for f in report), [f.problems for f in report]
-        m.service.store.db.write(partial(lexical.merge_tail, m.service.store.dialect))
+        m.service.store.db.write(partial(lexical_merge.merge_tail, m.service.store.dialect))
         assert scalar(path, f"SELECT count(*) FROM {lexical.TAIL}") == 0
         assert _ranked(m) == found
     with erstwhile.open(str(tmp_path / "one.db"), embedder="none",
@@ -262,9 +263,9 @@ class _CopyHeld(_Held):
         *, fail: bool = False,
     ) -> None:  # fmt: skip
         super().__init__(m, monkeypatch)
-        monkeypatch.setattr(lexical, "MOVE_CHUNK", 4)
-        monkeypatch.setattr(lexical, "MOVE_WAIT_S", 0.0)
-        copy, made = lexical._copy, []
+        monkeypatch.setattr(lexical_merge, "MOVE_CHUNK", 4)
+        monkeypatch.setattr(lexical_merge, "MOVE_WAIT_S", 0.0)
+        copy, made = lexical_merge._copy, []
 
         def counted(*args: object) -> tuple[str, list[object]]:
             if threading.current_thread() is self.thread:
@@ -276,7 +277,7 @@ class _CopyHeld(_Held):
                 made.append(args)
             return copy(*args)  # type: ignore[arg-type]
 
-        monkeypatch.setattr(lexical, "_copy", counted)
+        monkeypatch.setattr(lexical_merge, "_copy", counted)
 
 
 def _copied(path: str) -> int:
@@ -358,8 +359,8 @@ def test_a_merge_that_ends_between_its_copies_leaves_them_to_the_next_one(
         assert scalar(path, f"SELECT count(*) FROM {lexical.MAIN} WHERE record = ?",
                       (copied[0][0],)) == 0  # fmt: skip
         monkeypatch.undo()  # the store's own thread merges again, as it does
-        monkeypatch.setattr(lexical, "TAIL_ROWS", bound)
-        monkeypatch.setattr(lexical, "TAIL_MAX", bound)
+        monkeypatch.setattr(lexical_merge, "TAIL_ROWS", bound)
+        monkeypatch.setattr(lexical_merge, "TAIL_MAX", bound)
         m.upsert("ns", _batch(bound, 2))
         merges_settled(m)
         assert scalar(path, f"SELECT count(*) FROM {lexical.PENDING}") == 0
@@ -384,7 +385,7 @@ def test_a_merge_whose_segment_another_claimed_gives_up(
         last = scalar(path, f"SELECT max(seq) FROM {lexical.TAIL}")
         with sqlite3.connect(path) as other:  # the other process's claim
             other.execute(f"INSERT INTO {lexical.PENDING} VALUES ('ns', ?)", (last,))
-        lexical.merge_beside(m.service.store.dialect)
+        lexical_merge.merge_beside(m.service.store.dialect)
         assert scalar(path, f"SELECT count(*) FROM {lexical.TAIL}") == bound
         assert scalar(path, f"SELECT count(*) FROM {lexical.MAIN}") == 0
         assert _ranked(m) and any(_ranked(m))

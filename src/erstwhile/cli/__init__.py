@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from erstwhile.cli.app import app
 from erstwhile.cli.context import open_memory
+from erstwhile.tuning import tune_process
 
 
 def main() -> None:
-    """Runs the CLI on ``sys.argv``."""
+    """Runs the CLI on ``sys.argv``, in a process tuned for erstwhile's writes (the
+    process is the CLI's own: :func:`erstwhile.tune_process`)."""
+    tune_process()
     app(prog_name="erstwhile")
 
 

@@ -33,6 +33,7 @@ from erstwhile.cli import output
 from erstwhile.config import Settings, open_store_only
 from erstwhile.config import open_memory as open_configured
 from erstwhile.domain.errors import ErstwhileError, InvalidInput
+from erstwhile.tuning import tune_process
 
 log = logging.getLogger("erstwhile.serve")
 
@@ -171,6 +172,8 @@ def _check_free(host: str, port: int) -> None:
 def _worker(settings: Settings, log_level: str, listener: socket.socket, ready: EventType) -> None:
     """A worker process's life: its own service, serving from the shared socket."""
     from erstwhile.adapters.rest_observe import configure_logging
+
+    tune_process()  # a fresh process (spawned), the server's own, with no database yet
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the group: the supervisor decides
     configure_logging(log_level)

@@ -24,7 +24,7 @@ from erstwhile.extraction.resolution import Resolver, plan
 from erstwhile.jobs.embed import Progress, this_process
 from erstwhile.jobs.rows import JobCrashed, job_row
 from erstwhile.store.base import Store
-from erstwhile.store.graph import Pending
+from erstwhile.store.sql.graph import Pending
 
 log = logging.getLogger("erstwhile.jobs")
 

@@ -22,7 +22,7 @@ from erstwhile.domain.ledger import ChangesPage, LedgerEntry
 from erstwhile.domain.records import Record
 from erstwhile.domain.search import ExpireRequest, SearchRequest
 from erstwhile.domain.time import Window
-from erstwhile.store.graph import Graph
+from erstwhile.store.sql.graph import Graph
 from erstwhile.store.sql.maintenance import Finding, Read
 
 
@@ -51,7 +51,7 @@ class Store(Protocol):
     computes in the process (SQLite: Python and numpy under one interpreter lock, so
     requests side by side only slow each other), more where it waits on a database
     server (PostgreSQL)."""
-    #: the knowledge graph, one backend-independent implementation (store/graph.py)
+    #: the knowledge graph, one backend-independent implementation (store/sql/graph.py)
     graph: Graph
 
     def close(self) -> None:

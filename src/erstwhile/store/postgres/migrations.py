@@ -17,9 +17,8 @@ from contextlib import nullcontext
 from psycopg import errors
 
 from erstwhile.domain.errors import InvalidInput
-from erstwhile.store import graph
 from erstwhile.store.postgres.connection import Connection
-from erstwhile.store.sql import lexical, migrate, past
+from erstwhile.store.sql import graph, lexical_index, migrate, past
 from erstwhile.store.sql.migrate import Migration, run_script
 
 MIGRATIONS: list[tuple[str, Migration]] = []
@@ -300,7 +299,7 @@ def m005_lexical_postings(conn: Connection) -> None:
         ALTER TABLE namespaces DROP COLUMN text_search;
         """,
     )
-    lexical.index_all(conn)
+    lexical_index.index_all(conn)
 
 
 @migration
@@ -446,7 +445,7 @@ def m007_record_time_postings_and_graph(conn: Connection) -> None:
         """,
     )
     graph.backfill_known_from(conn)
-    lexical.index_past(conn)
+    lexical_index.index_past(conn)
 
 
 @migration

@@ -15,10 +15,11 @@ iteration, ``rowcount``) and ``executemany(sql, rows)`` that accepts ``?``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
 
@@ -27,12 +28,53 @@ from erstwhile.domain.search import SearchRequest
 from erstwhile.domain.time import Window
 from erstwhile.store.sql.maintenance import Finding
 
-if TYPE_CHECKING:
-    from erstwhile.store.sql.lexical import Tail
-
 T = TypeVar("T")
 #: A connection inside a transaction, as the dialect's ``db`` hands it out.
 Tx = Any
+
+
+#: The tail's postings of a query's terms: term -> (records, tfs, lengths), arrays
+#: (int64, float64, float64).
+TailPostings = dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+class LexicalTail(Protocol):
+    """Where a dialect keeps the lexical documents not merged yet (``lexical_tail``,
+    SQLite's: :class:`erstwhile.store.sqlite.lexical_tail.Tail`), as the shared lexical
+    lane (:mod:`erstwhile.store.sql.lexical`) uses it."""
+
+    #: Runs a callable once the current write commits (None: the store has no copy
+    #: of the tail to keep up, and merges no tail beside the writers).
+    on_commit: Callable[[Callable[[], None]], None] | None
+    #: Asks for a merge beside the writers, if the store makes them.
+    merge: Callable[[], None] | None
+
+    def due(self, rows: int, tx: Tx, *, over: int = 1) -> bool:
+        """Whether a tail of ``rows`` rows is due to be merged (``over`` times over)."""
+        ...
+
+    def merge_all(self, d: Dialect, tx: Tx) -> None:
+        """Merges every document of the tail inside ``tx`` (a write's)."""
+        ...
+
+    def postings(self, tx: Tx, namespace: str, terms: Iterable[str]) -> TailPostings:
+        """The tail's postings of ``terms`` in ``namespace``, as of ``tx``'s snapshot."""
+        ...
+
+    def written(
+        self,
+        namespace: str,
+        rows: Sequence[tuple[int, tuple[Counter[str], int] | None]],
+        last: int,
+        first_of_tail: int,
+        merged: bool,
+    ) -> None:
+        """A committed write appended ``rows`` (record, its document) to the tail."""
+        ...
+
+    def merged(self) -> None:
+        """A merge of this process's has committed."""
+        ...
 
 
 class Database(Protocol):
@@ -101,9 +143,9 @@ class Dialect(ABC):
     #: Where a write's documents wait as ``lexical_docs`` rows alone, with no postings,
     #: until merged into ``lexical_postings`` (the tail, ``lexical_tail``): the store's
     #: in-process copy of them, which a search scores them from
-    #: (:class:`erstwhile.store.sql.lexical.Tail`), or None where a write's postings go
-    #: straight to ``lexical_postings``.
-    lexical_tail: Tail | None = None
+    #: (:class:`LexicalTail`), or None where a write's postings go straight to
+    #: ``lexical_postings``.
+    lexical_tail: LexicalTail | None = None
     #: Whether each record's terms are kept as one row of ``lexical_docs`` (also where
     #: there is a tail), by which its postings are found instead of by an index on
     #: record (:func:`erstwhile.store.sql.lexical.documented`).

@@ -24,9 +24,9 @@ from erstwhile.domain.records import Record
 from erstwhile.domain.search import ExpireAction, ExpireRequest, SearchRequest
 from erstwhile.domain.time import Window, format_instant, from_us
 from erstwhile.gc_pause import gc_paused
-from erstwhile.store.graph import Graph
-from erstwhile.store.sql import expiry, lexical
+from erstwhile.store.sql import expiry, lexical, lexical_index
 from erstwhile.store.sql.dialect import Database, Dialect, Lane, Tx
+from erstwhile.store.sql.graph import Graph
 from erstwhile.store.sql.maintenance import Finding, Read
 from erstwhile.store.sql.past import known_rows, stored_versions, version_numbers, version_row
 from erstwhile.store.sql.rows import COLUMNS, record_from_row
@@ -344,7 +344,9 @@ class SqlStore:
             if lexical.bound_language(tx, namespace) == language:
                 return False  # the common case: no write at all
         return bool(
-            self.db.write(lambda tx: lexical.set_language(self.dialect, tx, namespace, language))
+            self.db.write(
+                lambda tx: lexical_index.set_language(self.dialect, tx, namespace, language)
+            )
         )
 
     def semantic(
@@ -554,9 +556,9 @@ class SqlStore:
 
     def integrity(self) -> list[Finding]:
         with self.db.snapshot() as tx:
-            text = lexical.integrity(
+            text = lexical_index.integrity(
                 lambda sql: tx.execute(sql).fetchall(),
-                lexical.tiers(self.dialect),
+                lexical_index.tiers(self.dialect),
                 documents=lexical.documented(self.dialect),
                 segments=self.dialect.lexical_segments,
             )

@@ -24,10 +24,10 @@ from erstwhile.domain.records import Record, inheriting
 from erstwhile.domain.time import from_us
 from erstwhile.domain.vectors import unit
 from erstwhile.domain.words import term_counts_of
-from erstwhile.store import graph
-from erstwhile.store.sql import past
+from erstwhile.store.sql import graph, past
 from erstwhile.store.sql.dialect import Dialect, Tx, chunks
-from erstwhile.store.sql.lexical import Document, LexicalWrites
+from erstwhile.store.sql.lexical import Document
+from erstwhile.store.sql.lexical_writes import LexicalWrites
 from erstwhile.store.sql.rows import (
     COLUMNS,
     created_row,
@@ -436,7 +436,7 @@ class Writes:
     def hard_delete(self, record_id: str) -> None:
         """Removes every trace of the record: row, full-text document, and (by cascade)
         its past versions, tags, metadata, vectors and the extraction marker; its mentions and
-        the graph edges only it evidences (:func:`erstwhile.store.graph.forget`). The
+        the graph edges only it evidences (:func:`erstwhile.store.sql.graph.forget`). The
         ledger keeps that a hard delete of this id happened, and nothing of its content."""
         self.lexical.language()  # locked before the record, as an upsert locks them
         rowid, _ = self.require(record_id)

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from erstwhile.domain.errors import StorageUnavailable
-from erstwhile.store.sqlite.library import memory_statistics_off
 
 T = TypeVar("T")
 
@@ -44,7 +43,6 @@ _LOCK_RETRY_SECONDS = 120.0
 
 
 def connect(path: str) -> sqlite3.Connection:
-    memory_statistics_off()  # once per process, before its first database
     if path != ":memory:":
         Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(

@@ -27,14 +27,15 @@ from erstwhile.domain.records import Record
 from erstwhile.domain.search import SearchRequest
 from erstwhile.domain.time import Window, now_us
 from erstwhile.store.base import SemanticHits
-from erstwhile.store.sql import lexical
 from erstwhile.store.sql.dialect import Dialect, Lane
 from erstwhile.store.sql.maintenance import Finding
 from erstwhile.store.sql.past import KEEP_ROW, keep_scope, known_rows
 from erstwhile.store.sql.rows import COLUMNS, ROW_FIELDS, best, hits, scope_kept
 from erstwhile.store.sql.scope import known_scope, scope_rowids
 from erstwhile.store.sql.scoring import rescored, top_k
+from erstwhile.store.sqlite import lexical_merge
 from erstwhile.store.sqlite.connection import Background, Database, Transaction, translated
+from erstwhile.store.sqlite.lexical_tail import Tail
 from erstwhile.store.sqlite.migrations import apply_migrations
 from erstwhile.store.sqlite.past_vectors import PastVectors
 from erstwhile.store.sqlite.scope_cache import ScopeCache
@@ -107,7 +108,7 @@ _UPDATE_AT = _update_of(ROW_FIELDS)
 
 
 class Merger(Background):
-    """Merges the tail (:func:`lexical.merge_beside`) from a thread of its own once a
+    """Merges the tail (:func:`lexical_merge.merge_beside`) from a thread of its own once a
     write has found it due, so no write waits for a merge while the store has a moment
     between writes; one that finds the tail twice due (no such moment came) merges it
     itself. The merge's postings are made in a read transaction; moving them into the
@@ -125,7 +126,7 @@ class Merger(Background):
         def merge() -> None:
             d = self._dialect()
             if d is not None:
-                lexical.merge_beside(d)
+                lexical_merge.merge_beside(d)
 
         yield merge
 
@@ -148,7 +149,7 @@ class SqliteDialect(Dialect):
     request_threads = 1
     true = "1"
     membership = "in"
-    lexical_segments = True  # m015: each merge appends its postings (lexical.postings_of)
+    lexical_segments = True  # m015: each merge appends its postings (sql.lexical.postings_of)
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -158,7 +159,7 @@ class SqliteDialect(Dialect):
         self._past = PastVectors()
         self.merger = Merger(self)
         weakref.finalize(self, self.merger.stop, wait=False)
-        self.lexical_tail = lexical.Tail(self.db.writing, self.db.on_commit, self.merger.ask)
+        self.lexical_tail = Tail(self.db.writing, self.db.on_commit, self.merger.ask)
         with translated(path):
             apply_migrations(self.db.conn(), now_us())
 

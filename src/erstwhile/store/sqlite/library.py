@@ -1,5 +1,6 @@
-"""The SQLite library's one process-wide setting that erstwhile makes: its memory
-statistics off.
+"""The SQLite library's one process-wide setting that erstwhile can make, in a process
+that asks for it (:func:`erstwhile.tune_process`; the CLI and the server do): its memory
+statistics off. :func:`erstwhile.open` leaves SQLite as the host process set it.
 
 SQLite counts every allocation it makes (``SQLITE_CONFIG_MEMSTATUS``, on by default)
 under one mutex of the whole process, so two threads working in SQLite at once take
@@ -11,14 +12,15 @@ only for the heap limits (``PRAGMA soft_heap_limit``, ``hard_heap_limit``), whic
 sets none of.
 
 The setting can change only while SQLite holds nothing (shut down, set, initialized
-again), and it is the process's, not a connection's: so it is made once, at the first
-database erstwhile opens, and only where that disturbs no one. Nothing of SQLite's may
-be alive: its memory in use is 0 with the statistics on (a probe connection shows that
-they are, and that the library the ``sqlite3`` module runs is the one reached here).
-The last check and the change run as calls that keep Python's lock (``ctypes.PyDLL``)
-with the interpreter's switch interval raised meanwhile, so no other Python thread can
-open a database in between. Only on Linux, where a variadic C function is called as
-ctypes calls any; anywhere else SQLite stays as it was.
+again), and it is the process's, not a connection's: so it is made once, when the
+process asks before it opens any database, and only where that disturbs no one.
+Nothing of SQLite's may be alive: its memory in use is 0 with the statistics on (a
+probe connection shows that they are, and that the library the ``sqlite3`` module
+runs is the one reached here). The last check and the change run as calls that keep
+Python's lock (``ctypes.PyDLL``) with the interpreter's switch interval raised
+meanwhile, so no other Python thread can open a database in between. Only on Linux,
+where a variadic C function is called as ctypes calls any; anywhere else SQLite stays
+as it was.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ _HELD_S = 60.0
 
 _lock = threading.Lock()
 _tried = False
+_off = False
 
 
 def _library() -> ctypes.PyDLL | None:
@@ -60,7 +63,7 @@ def memory_statistics_off() -> bool:
     """Turns SQLite's memory statistics off for the process, the first time it is
     called, where that disturbs no one (the module's docstring); whether they were
     turned off by this call."""
-    global _tried
+    global _tried, _off
     with _lock:
         if _tried:
             return False
@@ -82,4 +85,10 @@ def memory_statistics_off() -> bool:
             library.sqlite3_initialize()
         finally:
             sys.setswitchinterval(interval)
+        _off = done
         return done
+
+
+def turned_off() -> bool:
+    """Whether :func:`memory_statistics_off` turned the statistics off in this process."""
+    return _off

@@ -9,8 +9,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from erstwhile.store import graph
-from erstwhile.store.sql import lexical, migrate, past
+from erstwhile.store.sql import graph, lexical, lexical_index, migrate, past
 from erstwhile.store.sql.migrate import Migration, run_script
 
 MIGRATIONS: list[tuple[str, Migration]] = []
@@ -335,7 +334,7 @@ def m007_lexical_postings(conn: sqlite3.Connection) -> None:
         DROP TABLE records_fts;
         """,
     )
-    lexical.index_all(conn)
+    lexical_index.index_all(conn)
 
 
 @migration
@@ -472,7 +471,7 @@ def m009_record_time_postings_and_graph(conn: sqlite3.Connection) -> None:
         """,
     )
     graph.backfill_known_from(conn)
-    lexical.index_past(conn)
+    lexical_index.index_past(conn)
 
 
 @migration
@@ -623,7 +622,7 @@ def m015_lexical_segments(conn: sqlite3.Connection) -> None:
 def m016_lexical_pending(conn: sqlite3.Connection) -> None:
     """``lexical_pending`` lists the segments a merge beside the writers is copying
     into ``lexical_postings`` before it lists them in ``lexical_segments``
-    (:func:`erstwhile.store.sql.lexical.merge_beside`)."""
+    (:func:`erstwhile.store.sqlite.lexical_merge.merge_beside`)."""
     run_script(
         conn,
         """
