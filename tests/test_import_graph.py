@@ -21,13 +21,6 @@ import erstwhile
 
 PACKAGE = Path(erstwhile.__file__).parent
 
-#: Circles another piece of work is taking apart (the SQLite vector modules), named so
-#: that no new one hides among them: remove an entry once its circle is gone.
-ELSEWHERE = [
-    {"erstwhile.store.sqlite.ann", "erstwhile.store.sqlite.vector_file",
-     "erstwhile.store.sqlite.vectors"},
-]  # fmt: skip
-
 
 def modules(root: Path) -> dict[str, Path]:
     """Every module under ``root`` (a package directory) by its dotted name."""
@@ -132,7 +125,7 @@ def circles(graph: dict[str, set[str]]) -> list[set[str]]:
 
 
 def test_the_package_has_no_import_circle() -> None:
-    found = [c for c in circles(import_graph(PACKAGE)) if c not in ELSEWHERE]
+    found = circles(import_graph(PACKAGE))
     assert found == [], f"import circles: {[sorted(c) for c in found]}"
 
 

@@ -24,7 +24,6 @@ from erstwhile.domain.errors import (
     ReindexNeeded,
     SemanticUnavailable,
 )
-from erstwhile.domain.fusion import RRF_K, reciprocal_rank_fusion
 from erstwhile.domain.ids import new_id
 from erstwhile.domain.ledger import ChangesPage, LedgerEntry
 from erstwhile.domain.records import (
@@ -53,7 +52,7 @@ from erstwhile.domain.vectors import (
     checked_vector,
     unit_rows,
 )
-from erstwhile.domain.words import check_language, query_terms, terms
+from erstwhile.domain.words import check_language, query_terms
 from erstwhile.embedding.base import Embedder
 from erstwhile.embedding.binding import EmbedderBinding, check_dimensions
 from erstwhile.extraction.base import Extractor
@@ -71,8 +70,9 @@ from erstwhile.jobs.mining import MineReport, MineRequest, run_mine_job
 from erstwhile.jobs.rows import JobThreads, Stop
 from erstwhile.policy import Policy, admits, check_cap, check_trust
 from erstwhile.rerank import Reranker, rerank_hits
+from erstwhile.service_fusion import fuse
 from erstwhile.service_graph import GraphMethods
-from erstwhile.store.base import LexicalHits, SemanticHits, Store
+from erstwhile.store.base import Store
 from erstwhile.tokens import Access
 
 log = logging.getLogger("erstwhile.service")
@@ -759,52 +759,3 @@ class Service(GraphMethods):
             warnings.append(f"semantic_unavailable: {reason}; answered lexically")
             return Ranking.LEXICAL, None
         return (Ranking.HYBRID if ranking == Ranking.AUTO else ranking), vector
-
-
-def query_coverage(lexical: list[tuple[Record, float]]) -> dict[str, int]:
-    """Per lexical hit, how many of the query's distinct terms its content holds, in the
-    namespace's text-search language (the terms the lane matched; nothing when the lane
-    did not say what it matched)."""
-    if not isinstance(lexical, LexicalHits) or not lexical.terms:
-        return {}
-    wanted = set(lexical.terms)
-    return {
-        record.id: len(wanted.intersection(terms(record.content, lexical.language)))
-        for record, _ in lexical
-    }
-
-
-def fuse(
-    ranking: Ranking,
-    lexical: list[tuple[Record, float]],
-    semantic: list[tuple[Record, float]],
-    top_k: int,
-) -> list[Hit]:
-    """Turns lane results into hits: one lane as is, or both fused by RRF (k = RRF_K)
-    with the lexical hits' coverage of the query's terms (:mod:`erstwhile.domain.fusion`)."""
-    signals: dict[str, dict[str, dict[str, float | int | str]]] = {}
-    records: dict[str, Record] = {}
-    for rank, (record, score) in enumerate(lexical, start=1):
-        records[record.id] = record
-        signals.setdefault(record.id, {})["lexical"] = {"rank": rank, "score": score}
-    index = semantic.found_by if isinstance(semantic, SemanticHits) else None
-    for rank, (record, similarity) in enumerate(semantic, start=1):
-        records[record.id] = record
-        lane: dict[str, float | int | str] = {"rank": rank, "similarity": similarity}
-        if index is not None:
-            lane["index"] = index  # an approximate index found it (exact otherwise)
-        signals.setdefault(record.id, {})["semantic"] = lane
-    if ranking == Ranking.HYBRID:
-        coverage = query_coverage(lexical)
-        for record_id, held in coverage.items():
-            signals[record_id]["lexical"]["terms"] = held  # what the coverage bonus reads
-        fused = reciprocal_rank_fusion(
-            [[r.id for r, _ in lexical], [r.id for r, _ in semantic]], RRF_K,
-            scores=[[s for _, s in lexical], [s for _, s in semantic]], coverage=coverage,
-        )  # fmt: skip
-    else:
-        fused = [(r.id, score) for r, score in (lexical or semantic)]
-    return [
-        Hit(record=records[record_id], score=score, signals=signals[record_id])
-        for record_id, score in fused[:top_k]
-    ]

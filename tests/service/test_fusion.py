@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from erstwhile.domain.fusion import COVERAGE_BONUS, RRF_K, coverage_bonus, reciprocal_rank_fusion
 from erstwhile.domain.records import Record
 from erstwhile.domain.search import Ranking
-from erstwhile.service import fuse, query_coverage
+from erstwhile.service_fusion import fuse, query_coverage
 from erstwhile.store.base import LexicalHits
 
 IDS = st.sampled_from([f"r{i}" for i in range(8)])
