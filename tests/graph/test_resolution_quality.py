@@ -101,9 +101,28 @@ def oracle(known: list[Entity], name: str, kind: str) -> tuple[str | None, set[s
     return None, merge | link
 
 
-@settings(max_examples=300, deadline=None)
-@given(_known, _name, st.sampled_from(KINDS))
-def test_resolution_matches_the_oracle(names: list[tuple[str, str]], name: str, kind: str) -> None:
+@st.composite
+def _near_name(draw: st.DrawFn, names: list[tuple[str, str]]) -> str:
+    """A name one edit from a known one (a typo, another digit, another word), or any."""
+    if draw(st.booleans()):
+        return draw(_name)
+    base = draw(st.sampled_from(names))[0]
+    at = draw(st.integers(0, len(base)))
+    edit = draw(st.sampled_from(["insert", "delete", "replace"]))
+    char = draw(st.sampled_from("aeinrst1 "))
+    if edit == "insert":
+        return base[:at] + char + base[at:]
+    if edit == "delete" or at == len(base):
+        return (base[: at - 1] + base[at:]) or base
+    return base[:at] + char + base[at + 1 :]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data(), _known, st.sampled_from(KINDS))
+def test_resolution_matches_the_oracle(
+    data: st.DataObject, names: list[tuple[str, str]], kind: str
+) -> None:
+    name = data.draw(_near_name(names))
     known = list({e.id: e for e in (Entity(entity_id("o", n, k), n, k) for n, k in names)}.values())
     lands, links = oracle(known, name, kind)
     resolution = Resolver("o", known).resolve(name, kind)
