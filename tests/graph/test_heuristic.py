@@ -152,3 +152,13 @@ def test_every_entity_looks_like_a_name(text: str) -> None:
         assert len(name) > 1 and not name[0].isdigit(), name
         if entity.kind == "person" and name.startswith("@"):
             assert not name[1:].isupper(), name  # @ARGV is Perl's, not a person
+
+
+def test_name_shapes() -> None:
+    text = (
+        "We use Node.js and ASP.NET here. The Windows-specific code in Git.pm is Apple's, "
+        "says O'Brien at Coca-Cola. It ends in Python. In 2019 we moved."
+    )
+    names = [e.name for e in HeuristicExtractor().extract(text).entities]
+    assert names == ["Node.js", "ASP.NET", "Windows", "Git.pm", "Apple", "O'Brien", "Coca-Cola",
+                     "Python"]  # fmt: skip

@@ -37,7 +37,9 @@ _HANDLE = re.compile(
     r"(?<![\w@$%&*./:\\-])@(?![A-Z_][A-Z0-9_]*(?![\w.-]))"
     r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,37}[A-Za-z0-9_])?(?![\w(\[{])"
 )
-_WORD = r"[A-Z][A-Za-z0-9]*(?:[+#]+|(?:[-.'][A-Z0-9][A-Za-z0-9]*)*)"
+#: Hyphenated and quoted parts are capitalised (Coca-Cola, O'Brien; not Windows-specific,
+#: Apple's); dotted ones need not be (Node.js, ASP.NET).
+_WORD = r"[A-Z][A-Za-z0-9]*(?:[+#]+|(?:[-'][A-Z0-9][A-Za-z0-9]*|\.[A-Za-z0-9]+)*)"
 #: A version number may end a name: Windows 11, Python 3.11, Apollo 13.
 _NUMBER = r"[ \t]+\d+(?:\.\d+)*(?![\w]|\.\w)"
 _NAME = re.compile(rf"(?<![\w@`$%&\\/.:=<>~-]){_WORD}(?:[ \t]+{_WORD})*(?:{_NUMBER})?(?![\w(])")
