@@ -130,7 +130,8 @@ def test_code_and_grammar_are_not_entities() -> None:
     assert not set(junk) & set(names)
     assert names["Windows 11"] == names["Windows 10"] == "other"  # the version is the name
     assert {"Python 3.11", "Perl", "C++", "Ada Lovelace", "Grace Hopper"} <= set(names)
-    assert names["harbor-sync"] == names["libgit2"] == "tool" and names["@octocat"] == "person"
+    assert names["harbor-sync"] == names["libgit2"] == names["harbor mirror create"] == "tool"
+    assert names["@octocat"] == "person"
     assert {(f.subject, f.predicate, f.object) for f in found.facts} == {
         ("Harbor", "depends_on", "libgit2"),
         ("Ada Lovelace", "works_on", "Harbor"),

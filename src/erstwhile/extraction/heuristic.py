@@ -30,8 +30,10 @@ CONFIDENCE = 0.8
 
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
 _CODE = re.compile(r"`([^`\n]{1,100})`")
-#: A code span that names something: an identifier, maybe dotted, dashed or versioned.
-_CODE_NAME = re.compile(r"[A-Za-z_][\w]*(?:[.+#-]+[\w]+)*[+#]*")
+#: A code span that names something: an identifier, maybe dotted, dashed or versioned,
+#: or up to three of them (a command: ``git fetch``); not an option, a path or a snippet.
+_IDENTIFIER = r"[A-Za-z_]\w*(?:[.+#-]+\w+)*[+#]*"
+_CODE_NAME = re.compile(rf"{_IDENTIFIER}(?: {_IDENTIFIER}){{0,2}}")
 #: ``@ada``, ``@JohnDoe``; not ``x@y.z``, ``$@``, or an all-capitals Perl array (``@ARGV``).
 _HANDLE = re.compile(
     r"(?<![\w@$%&*./:\\-])@(?![A-Z_][A-Z0-9_]*(?![\w.-]))"
@@ -64,7 +66,10 @@ teaches taught rename renames renamed introduce introduces introduced correct co
 clean cleaned document documented note notes see read run runs let lets give gives given
 various recent more less other another new old many several both either neither such same
 however although though because thus hence instead otherwise meanwhile later earlier
-first second finally also often sometimes usually previously currently earlier now"""
+first second finally also often sometimes usually previously currently earlier now
+alternatively additionally similarly optionally again signed acked reviewed tested helped
+reported suggested mon tue wed thu fri sat sun jan feb mar apr jun jul aug sep sept oct nov
+dec"""
 _STOP = frozenset(_STOP_WORDS.split())
 
 # phrase -> (predicate, kind of the subject, kind of the object); None leaves it open
