@@ -5,6 +5,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 import erstwhile
 from erstwhile.domain.graph import (
     MAX_ENTITIES,
@@ -14,6 +17,7 @@ from erstwhile.domain.graph import (
     normalise_extraction,
 )
 from erstwhile.extraction import HeuristicExtractor
+from erstwhile.extraction.heuristic import _STOP
 
 CORPUS = Path(__file__).parent / "corpus" / "team.md"
 
@@ -112,3 +116,50 @@ def test_normalise_caps_sizes() -> None:
     assert len(found.entities) == MAX_ENTITIES and len(found.facts) == MAX_FACTS
     long = normalise_extraction({"entities": [{"name": "x" * 500}]})
     assert len(long.entities[0].name) == 200
+
+
+CHANGELOG = Path(__file__).parent / "corpus" / "changelog.md"
+
+
+def test_code_and_grammar_are_not_entities() -> None:
+    found = HeuristicExtractor().extract(CHANGELOG.read_text())
+    names = {e.name: e.kind for e in found.entities}
+    # sigils, option flags, punctuation fragments, list-item verbs, lone capitals
+    junk = ["@ARGV", "ARGV", "$HOME", "HOME", "%ENV", "ENV", "PATH", "--local", "-l", "(or"]
+    junk += ["Fix", "Updated", "Various", "Added", "Use", "Teach", "Later", "B", "X"]
+    assert not set(junk) & set(names)
+    assert names["Windows 11"] == names["Windows 10"] == "other"  # the version is the name
+    assert {"Python 3.11", "Perl", "C++", "Ada Lovelace", "Grace Hopper"} <= set(names)
+    assert names["harbor-sync"] == names["libgit2"] == names["harbor mirror create"] == "tool"
+    assert names["@octocat"] == "person"
+    assert {(f.subject, f.predicate, f.object) for f in found.facts} == {
+        ("Harbor", "depends_on", "libgit2"),
+        ("Ada Lovelace", "works_on", "Harbor"),
+        ("Harbor", "uses", "Python 3.11"),
+    }
+
+
+_TOKENS = ["Ada", "Lovelace", "Fix", "Updated", "the", "The", "@ARGV", "$HOME", "%h", "(or",
+           "`--x`", "`ok`", "*", "-", "1.", "B", "11", "3.2", "uses", "Erstwhile", ".", ",",
+           "\n", "@ada", "(", ")", "Windows", "Various", "x@y.z"]  # fmt: skip
+
+
+@given(st.lists(st.sampled_from(_TOKENS), max_size=40).map(" ".join))
+def test_every_entity_looks_like_a_name(text: str) -> None:
+    for entity in HeuristicExtractor().extract(text).entities:
+        name = entity.name
+        assert name[0].isupper() or entity.kind in ("tool", "person"), name
+        assert name[0] not in "$%(-*" and name.lower() not in _STOP, name
+        assert len(name) > 1 and not name[0].isdigit(), name
+        if entity.kind == "person" and name.startswith("@"):
+            assert not name[1:].isupper(), name  # @ARGV is Perl's, not a person
+
+
+def test_name_shapes() -> None:
+    text = (
+        "We use Node.js and ASP.NET here. The Windows-specific code in Git.pm is Apple's, "
+        "says O'Brien at Coca-Cola. It ends in Python. In 2019 we moved."
+    )
+    names = [e.name for e in HeuristicExtractor().extract(text).entities]
+    assert names == ["Node.js", "ASP.NET", "Windows", "Git.pm", "Apple", "O'Brien", "Coca-Cola",
+                     "Python"]  # fmt: skip

@@ -23,6 +23,10 @@ KNOWN = [  # (name, kind, aliases)
     ("Kubernetes", "tool", ()),
     ("Jonathan", "person", ()),
     ("Jonathens", "person", ()),  # two edits from Jonathan, one each from "Jonathen"
+    ("Maria Garcia", "person", ()),
+    ("Windows 10", "tool", ()),
+    ("Python 3.11", "tool", ()),
+    ("Globex Corporation", "organization", ()),
 ]
 
 
@@ -57,6 +61,17 @@ CASES = [
     ("Mercury", "tool", None, ["Mercury"]),  # same name, another kind: ambiguous
     ("Jonathen", "person", None, ["Jonathan", "Jonathens"]),  # one typo from two: ambiguous
     ("Grace Hopper", "person", None, []),  # nobody known
+    # issue #42: a missed merge rather than a wrong one
+    ("Mario Garcia", "person", None, ["Maria Garcia"]),  # a given name differs: linked only
+    ("Mario Garcia", "other", None, ["Maria Garcia"]),  # the known one is a person
+    ("Maria Garcya", "person", None, ["Maria Garcia"]),  # a typo in a word under 8: linked
+    ("Windows 11", "tool", None, []),  # another number: another thing, not even linked
+    ("Windows11", "other", None, []),
+    ("windows-10", "tool", "Windows 10", []),  # the same number, spelled otherwise
+    ("Python 3.12", "tool", None, []),
+    ("Python 31.1", "tool", None, []),  # the same digits, another number
+    ("Globex Corporaton", "organization", "Globex Corporation", []),  # typo in a long word
+    ("Globex Corporations", "other", "Globex Corporation", []),
 ]
 
 
@@ -91,6 +106,8 @@ def test_an_unclassified_entity_learns_its_kind() -> None:
 
 def test_fold_and_edit_distance() -> None:
     assert fold(" Ada-Love lace! ") == "adalovelace"
+    assert fold("Python 3.11") == "python3.11" != fold("Python 31.1") == "python31.1"
+    assert fold("Windows 10") == fold("windows10") and fold("Node.js") == "nodejs"
     assert fold("C++") == "c++" and fold("C#") != fold("C")
     assert one_edit_apart("abcdef", "abcxef") and one_edit_apart("abcdef", "abcdf")
     assert not one_edit_apart("abcdef", "abcdef") and not one_edit_apart("abcdef", "badcef")

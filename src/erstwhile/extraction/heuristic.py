@@ -8,6 +8,12 @@ a handle is a person and a code span a tool; everything else is ``other``. Modes
 purpose: it never guesses across sentences and never invents a name, and a lone
 capitalised word opening a sentence is a name only if the text names it elsewhere too
 or a phrase makes it part of a fact.
+
+Code is not prose: a code span is a name only when it looks like one (``sqlite3``,
+``git-log``, not ``--local`` or ``(or``), a word glued to a sigil (``$HOME``,
+``@ARGV``, ``%hash``) is a variable, a single capital letter is an initial or a
+placeholder, and common words that open sentences and list items ("Fix", "Updated",
+"Various") are grammar, like the stop words.
 """
 
 from __future__ import annotations
@@ -24,9 +30,23 @@ CONFIDENCE = 0.8
 
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
 _CODE = re.compile(r"`([^`\n]{1,100})`")
-_HANDLE = re.compile(r"(?<![\w@])@[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,37}[A-Za-z0-9_])?")
-_WORD = r"[A-Z][A-Za-z0-9]*(?:[+#]+|(?:[-.'][A-Za-z0-9]+)*)"
-_NAME = re.compile(rf"(?<![\w@`]){_WORD}(?:[ \t]+{_WORD})*")
+#: A code span that names something: an identifier, maybe dotted, dashed or versioned,
+#: or up to three of them (a command: ``git fetch``); not an option, a path or a snippet.
+_IDENTIFIER = r"[A-Za-z_]\w*(?:[.+#-]+\w+)*[+#]*"
+_CODE_NAME = re.compile(rf"{_IDENTIFIER}(?: {_IDENTIFIER}){{0,2}}")
+#: ``@ada``, ``@JohnDoe``; not ``x@y.z``, ``$@``, or an all-capitals Perl array (``@ARGV``).
+_HANDLE = re.compile(
+    r"(?<![\w@$%&*./:\\-])@(?![A-Z_][A-Z0-9_]*(?![\w.-]))"
+    r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,37}[A-Za-z0-9_])?(?![\w(\[{])"
+)
+#: Hyphenated and quoted parts are capitalised (Coca-Cola, O'Brien; not Windows-specific,
+#: Apple's); dotted ones need not be (Node.js, ASP.NET).
+_WORD = r"[A-Z][A-Za-z0-9]*(?:[+#]+|(?:[-'][A-Z0-9][A-Za-z0-9]*|\.[A-Za-z0-9]+)*)"
+#: A version number may end a name: Windows 11, Python 3.11, Apollo 13.
+_NUMBER = r"[ \t]+\d+(?:\.\d+)*(?![\w]|\.\w)"
+_NAME = re.compile(rf"(?<![\w@`$%&\\/.:=<>~-]){_WORD}(?:[ \t]+{_WORD})*(?:{_NUMBER})?(?![\w(])")
+#: Before the first word of a sentence or list item: bullets, numbering, quotes.
+_OPENING = re.compile(r"[\s*+\-#>\"'(\[]*(?:\d+[.)][ \t]+)?")
 _FILLER = frozenset(
     {"also", "now", "still", "actively", "mainly", "heavily", "directly", "which", "who", "that"}
 )
@@ -38,7 +58,18 @@ before since until as so yet then there here today yesterday tomorrow also yes n
 what which who whom whose where why how all any each every some many most much few monday
 tuesday wednesday thursday friday saturday sunday january february march april may june
 july august september october november december nothing something everything anything
-nobody somebody everybody someone everyone"""
+nobody somebody everybody someone everyone
+fix fixes fixed fixing add adds added adding update updates updated updating remove removes
+removed removing use uses used using allow allows allowed avoid avoids avoided make makes
+made change changes changed improve improves improved support supports supported teach
+teaches taught rename renames renamed introduce introduces introduced correct corrected
+clean cleaned document documented note notes see read run runs let lets give gives given
+various recent more less other another new old many several both either neither such same
+however although though because thus hence instead otherwise meanwhile later earlier
+first second finally also often sometimes usually previously currently earlier now
+alternatively additionally similarly optionally again signed acked reviewed tested helped
+reported suggested mon tue wed thu fri sat sun jan feb mar apr jun jul aug sep sept oct nov
+dec"""
 _STOP = frozenset(_STOP_WORDS.split())
 
 # phrase -> (predicate, kind of the subject, kind of the object); None leaves it open
@@ -76,7 +107,7 @@ def _names(sentence: str) -> list[_Span]:
 
     for match in _CODE.finditer(sentence):
         name = match.group(1).strip()
-        if name:
+        if _CODE_NAME.fullmatch(name):
             spans.append(_Span(match.start(), match.end(), name, "tool"))
     for match in _HANDLE.finditer(sentence):
         if free(match.start(), match.end()):
@@ -89,10 +120,18 @@ def _names(sentence: str) -> list[_Span]:
         while words and words[0].lower() in _STOP:  # "The Apollo project" -> "Apollo"
             start = sentence.index(words[0], start) + len(words[0])
             words.pop(0)
-        if words:
+        if _named(words):
             start = sentence.index(words[0], start)
             spans.append(_Span(start, match.end(), " ".join(words), None))
     return sorted(spans, key=lambda s: s.start)
+
+
+def _named(words: list[str]) -> bool:
+    """Whether the words left of a capitalised run name something: not a lone capital
+    letter (an initial, a placeholder) and not a bare number."""
+    if not words or words[0][0].isdigit():
+        return False
+    return len(words) > 1 or len(words[0]) > 1
 
 
 def _phrase(between: str) -> tuple[str, str | None, str | None] | None:
@@ -116,7 +155,8 @@ class HeuristicExtractor(Extractor):
         named: set[str] = set()
         for sentence in _SENTENCE.split(text):
             spans = _names(sentence)
-            first = len(sentence) - len(sentence.lstrip())
+            opening = _OPENING.match(sentence)
+            first = opening.end() if opening else 0
             for span in spans:
                 kinds.setdefault(span.name, span.kind)
                 lone = span.kind is None and " " not in span.name and span.start == first

@@ -1,17 +1,29 @@
-"""Entity resolution (SPEC §8): which known entity a name is, if any.
+"""Entity resolution (SPEC §8): which known entity a name is, if any. It prefers a
+missed merge to a wrong one.
 
 A name converges on a known entity when it differs from the entity's name (or one of
-its recorded aliases) only in case, punctuation or spacing, or when it is a one-
-character typo (one insertion, deletion or substitution) of a name of six or more
-characters and no other entity is that close. A name close to several entities is
-ambiguous: it becomes an entity of its own, linked to each by ``possibly_same_as``.
-So is a name spelled like an entity of another kind (``Mercury`` the tool is not
-``Mercury`` the place), except that ``other`` — "could not classify" — fits any kind.
-Resolution never merges, renames or deletes an entity.
+its recorded aliases) only in case, punctuation or spacing; when one of the aliases it
+comes with is exactly such a spelling of one known entity; or when it is a one-character
+typo (one insertion, deletion or substitution) inside one word of eight or more
+characters and no other entity is that close. Even then a typo never merges:
+
+- names whose numbers differ (``Windows 10`` / ``Windows 11``, ``Python 3.11`` /
+  ``Python 31.1``): they are different things, and nothing links them;
+- a person's given name (``Mario Garcia`` / ``Maria Garcia``, ``Michael`` / ``Michel``):
+  a typo of a surname of eight or more letters may merge, a differing given name is
+  only linked by ``possibly_same_as``, as is a typo in a word shorter than eight.
+
+A name close to several entities is ambiguous: it becomes an entity of its own, linked
+to each by ``possibly_same_as``. So is a name spelled like an entity of another kind
+(``Mercury`` the tool is not ``Mercury`` the place), except that ``other`` — "could not
+classify" — fits any kind. A name that resolves to one entity while an alias it comes
+with is the spelling of another is linked to that other. Resolution never merges,
+renames or deletes an entity; the record keeps its own spelling on the mention.
 """
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import Any
@@ -28,14 +40,33 @@ from erstwhile.domain.graph import (
     entity_id,
 )
 
-TYPO_MIN_CHARS = 6
+#: The shortest word a one-character typo may merge inside: in shorter words one edit
+#: is as likely another word (Mario/Maria, Pandas/Panda, Google/Goggle) as a slip.
+TYPO_MIN_CHARS = 8
+PERSON_KIND = "person"
 #: Kept by the fold: in names like C++ and C# they are not decoration.
 _SIGNIFICANT = frozenset("+#")
+_TOKEN = re.compile(r"[^\W_]+|[+#]+")
+_NUMBER = re.compile(r"\d+")
+_BETWEEN_DIGITS = re.compile(r"(?<=\d)(?:[^\w+#]|_)+(?=\d)")
+_KEPT_SEPARATOR = "\x1f"
 
 
 def fold(name: str) -> str:
-    """A name without case, spacing or punctuation: the form variants share."""
-    return "".join(ch for ch in name.casefold() if ch.isalnum() or ch in _SIGNIFICANT)
+    """A name without case, spacing or punctuation: the form variants share. A
+    separator between two digits stays (as ``.``): ``3.11`` is not ``31.1``."""
+    marked = _BETWEEN_DIGITS.sub(_KEPT_SEPARATOR, name.casefold())
+    kept = (ch for ch in marked if ch.isalnum() or ch in _SIGNIFICANT or ch == _KEPT_SEPARATOR)
+    return "".join(kept).replace(_KEPT_SEPARATOR, ".")
+
+
+def words(name: str) -> tuple[str, ...]:
+    """A name's words, case folded: runs of letters and digits (and of ``+``/``#``)."""
+    return tuple(_TOKEN.findall(name.casefold()))
+
+
+def numbers(name: str) -> tuple[str, ...]:
+    return tuple(_NUMBER.findall(fold(name).replace(".", " ")))
 
 
 def one_edit_apart(a: str, b: str) -> bool:
@@ -52,6 +83,24 @@ def one_edit_apart(a: str, b: str) -> bool:
     return a[i:] == b[i + 1 :]
 
 
+def typo(a: str, b: str, *, person: bool) -> bool | None:
+    """Whether spelling ``b`` may be a typo of ``a`` to merge on (True), only to link
+    (False), or not at all (None). Their folds are one edit apart."""
+    if numbers(a) != numbers(b):
+        return None  # another version, model, year, route: never the same thing
+    wa, wb = words(a), words(b)
+    if len(wa) != len(wb):
+        return False  # the edit joins or splits words: too unlike a slip to merge
+    differing = [i for i, (x, y) in enumerate(zip(wa, wb, strict=True)) if x != y]
+    if len(differing) != 1:
+        return False
+    (i,) = differing
+    if min(len(wa[i]), len(wb[i])) < TYPO_MIN_CHARS:
+        return False
+    # a person's given name (a lone person name is one) that differs: only linked
+    return not (person and (len(wa) == 1 or i < len(wa) - 1))
+
+
 def _deletions(key: str) -> set[str]:
     return {key[:i] + key[i + 1 :] for i in range(len(key))}
 
@@ -64,12 +113,14 @@ def compatible(a: str, b: str) -> bool:
 class Resolution:
     """Where a name landed: ``entity`` is the id to mention; ``created`` the new entity
     when there was none; ``same_as`` the entities it may be; ``kind`` a kind for an
-    entity known only as ``other``."""
+    entity known only as ``other``; ``alias`` true when it converged through one of
+    its aliases (the name is then a new alias of that entity)."""
 
     entity: str
     created: Entity | None = None
     same_as: tuple[str, ...] = ()
     kind: str | None = None
+    alias: bool = False
 
 
 class Resolver:
@@ -80,7 +131,9 @@ class Resolver:
         self.namespace = namespace
         self._entities: dict[str, Entity] = {}
         self._exact: dict[str, list[str]] = defaultdict(list)
-        # every key of six or more characters under itself and each of its one-
+        # key -> the spellings (entity id, spelling) folded to it
+        self._spellings: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        # every key of eight or more characters under itself and each of its one-
         # character deletions: two keys one edit apart share one of these
         self._near: dict[str, set[str]] = defaultdict(set)
         for entity in known or []:
@@ -93,6 +146,8 @@ class Resolver:
             key = fold(spelling)
             if entity.id not in self._exact[key]:
                 self._exact[key].append(entity.id)
+            if (entity.id, spelling) not in self._spellings[key]:
+                self._spellings[key].append((entity.id, spelling))
             if len(key) >= TYPO_MIN_CHARS:
                 for near in (key, *_deletions(key)):
                     self._near[near].add(key)
@@ -114,7 +169,12 @@ class Resolver:
         self.learn(replace(entity, aliases=merged))
         return merged
 
-    def resolve(self, name: str, kind: str) -> Resolution:
+    def spelled(self, name: str, kind: str) -> list[str]:
+        """The known entities of a fitting kind that ``name`` is a spelling of."""
+        key = fold(name) or name.casefold()
+        return [i for i in self._exact.get(key, []) if compatible(self._entities[i].kind, kind)]
+
+    def resolve(self, name: str, kind: str, aliases: tuple[str, ...] = ()) -> Resolution:
         key = fold(name) or name.casefold()
         same_key = [self._entities[i] for i in self._exact.get(key, [])]
         fits = [e for e in same_key if compatible(e.kind, kind)]
@@ -124,10 +184,15 @@ class Resolver:
             return self._converge(min(same_kind or fits, key=lambda e: e.id), kind)
         if same_key:  # spelled like entities of other kinds: may be them, may not
             return self._new(name, kind, [e.id for e in same_key])
-        close = self._typo_candidates(key, kind)
-        if len(close) == 1:
-            return self._converge(self._entities[close[0]], kind)
-        return self._new(name, kind, close)
+        by_alias = sorted({i for alias in aliases for i in self.spelled(alias, kind)})
+        if len(by_alias) == 1:  # it says it is also called what a known entity is called
+            return replace(self._converge(self._entities[by_alias[0]], kind), alias=True)
+        if by_alias:
+            return self._new(name, kind, by_alias)
+        merge, link = self._typo_candidates(name, key, kind)
+        if len(merge) == 1 and not link:
+            return self._converge(self._entities[merge[0]], kind)
+        return self._new(name, kind, merge + link)
 
     def _converge(self, chosen: Entity, kind: str) -> Resolution:
         if chosen.kind == OTHER_KIND and kind != OTHER_KIND:
@@ -136,23 +201,34 @@ class Resolver:
             return Resolution(chosen.id, kind=kind)
         return Resolution(chosen.id)
 
-    def _typo_candidates(self, key: str, kind: str) -> list[str]:
+    def _typo_candidates(self, name: str, key: str, kind: str) -> tuple[list[str], list[str]]:
+        """The entities ``name`` may be a typo of: those it may merge on, and those it
+        is only linked to."""
         keys: set[str] = set()
         for near in (key, *_deletions(key)):
             keys |= self._near.get(near, set())
-        found: list[str] = []
+        merge: list[str] = []
+        link: list[str] = []
         for known in sorted(keys):
-            if len(known) < TYPO_MIN_CHARS or not one_edit_apart(key, known):
+            if not one_edit_apart(key, known):
                 continue
-            for candidate in self._exact[known]:
-                if compatible(self._entities[candidate].kind, kind) and candidate not in found:
-                    found.append(candidate)
-        return found
+            for candidate, spelling in self._spellings[known]:
+                other = self._entities[candidate]
+                if not compatible(other.kind, kind) or candidate in merge:
+                    continue
+                verdict = typo(spelling, name, person=PERSON_KIND in (kind, other.kind))
+                if verdict:
+                    merge.append(candidate)
+                    if candidate in link:
+                        link.remove(candidate)
+                elif verdict is False and candidate not in link:
+                    link.append(candidate)
+        return merge, link
 
     def _new(self, name: str, kind: str, same_as: list[str]) -> Resolution:
         entity = Entity(entity_id(self.namespace, name, kind), name, kind)
         self.learn(entity)
-        return Resolution(entity.id, created=entity, same_as=tuple(sorted(same_as)))
+        return Resolution(entity.id, created=entity, same_as=tuple(sorted(set(same_as))))
 
 
 def plan(
@@ -172,14 +248,18 @@ def plan(
     change = GraphWrite()
     ids: dict[str, str] = {}
     for found in extraction.entities:
-        resolution = resolver.resolve(found.name, found.kind)
+        resolution = resolver.resolve(found.name, found.kind, found.aliases)
         ids[found.name] = resolution.entity
         if resolution.created is not None:
             change.entities.append(resolution.created)
         if resolution.kind is not None:
             change.kinds[resolution.entity] = resolution.kind
-        change.same_as += [(resolution.entity, other) for other in resolution.same_as]
-        aliases = resolver.add_aliases(resolution.entity, found.aliases)
+        # an alias that is another entity's spelling: may be the same one, never merged
+        named = {i for alias in found.aliases for i in resolver.spelled(alias, found.kind)}
+        others = sorted((set(resolution.same_as) | named) - {resolution.entity})
+        change.same_as += [(resolution.entity, other) for other in others]
+        spellings = (found.name, *found.aliases) if resolution.alias else found.aliases
+        aliases = resolver.add_aliases(resolution.entity, spellings)
         if aliases is not None:
             change.aliases[resolution.entity] = aliases
         if record_id is not None:
