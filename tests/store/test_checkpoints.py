@@ -131,7 +131,17 @@ def test_the_checkpoint_beside_the_writers_says_when_it_is_behind(
     path = tmp_path / "m.db"
     with erstwhile.open(path, embedder="hash", background_jobs=False) as m:
         m.service.store.db.conn().execute("PRAGMA wal_autocheckpoint = 0")  # none of its own
-        with connection.Checkpointer(str(path)).session() as checkpoint:
+        # The store's own checkpointer runs beside the writes (asked by each commit): a
+        # PASSIVE checkpoint of its at the same moment as this test's makes this one
+        # answer busy. Holding the lock it holds while it runs keeps the two apart.
+        own = m.service.store.db._checkpointer
+        assert own is not None
+        with connection.Checkpointer(str(path)).session() as session:
+
+            def checkpoint() -> bool | None:
+                with own.lock:
+                    return session()
+
             m.upsert("ns", _batch(0, 20))
             assert checkpoint() is False  # all copied, a small WAL
             reader = connection.connect(str(path))
