@@ -4,14 +4,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from .fake_server import FakeServer, serve
+from .fake_server import FakeServer, running
 
 
 @pytest.fixture
 def server() -> Iterator[FakeServer]:
     """A real HTTP server on 127.0.0.1 (port chosen by the OS); set ``respond`` to script it."""
-    fake, stop = serve()
-    try:
+    with running() as fake:
         yield fake
-    finally:
-        stop()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -100,3 +101,13 @@ def serve() -> tuple[FakeServer, Callable[[], None]]:
         thread.join(timeout=5)
 
     return fake, stop
+
+
+@contextmanager
+def running() -> Iterator[FakeServer]:
+    """A fake server for the block (a fixture's ``with running() as fake: yield fake``)."""
+    fake, stop = serve()
+    try:
+        yield fake
+    finally:
+        stop()

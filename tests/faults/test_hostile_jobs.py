@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.embedding.fake_server import FakeServer, Received, serve
+from tests.embedding.fake_server import FakeServer, Received, running
 from tests.faults.figures import FIGURES
 from tests.faults.server import assert_answer
 from tests.server.harness import Server, start_server, write_config
@@ -47,11 +47,8 @@ BROKEN_NAMES = ("café.md".encode("latin-1"), "日本語.md".encode("shift_jis")
 
 @pytest.fixture
 def provider() -> Iterator[FakeServer]:
-    fake, stop = serve()
-    try:
+    with running() as fake:
         yield fake
-    finally:
-        stop()
 
 
 def hostile_answers(request: Received, n: int) -> tuple[int, dict[str, str], Any]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.embedding.fake_server import FakeServer, serve
+from tests.embedding.fake_server import FakeServer, running
 from tests.faults.figures import FIGURES
 
 import erstwhile
@@ -38,11 +38,8 @@ HOSTILE = {
 
 @pytest.fixture
 def server() -> Iterator[FakeServer]:
-    fake, stop = serve()
-    try:
+    with running() as fake:
         yield fake
-    finally:
-        stop()
 
 
 def chat(content: str) -> dict[str, Any]:
