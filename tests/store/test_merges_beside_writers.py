@@ -389,3 +389,32 @@ def test_a_merge_whose_segment_another_claimed_gives_up(
         assert scalar(path, f"SELECT count(*) FROM {lexical.TAIL}") == bound
         assert scalar(path, f"SELECT count(*) FROM {lexical.MAIN}") == 0
         assert _ranked(m) and any(_ranked(m))
+
+
+def test_a_merge_inside_a_write_takes_the_segment_a_dead_merge_claimed(
+    tmp_path: Path, bound: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A merge ended after its first copy, and nothing written since: the next merge
+    of the same tail rows makes the same segment. Made inside a write, it removes the
+    dead claim and its postings before it moves its own, and the store ranks as one
+    written in one go (it once failed the write: the copied postings collided)."""
+    path = str(tmp_path / "m.db")
+    with erstwhile.open(path, embedder="none", background_jobs=False) as m:
+        held = _CopyHeld(m, monkeypatch, fail=True)
+        m.upsert("ns", _batch(0, bound))
+        last = scalar(path, f"SELECT max(seq) FROM {lexical.TAIL}")
+        with held:
+            pass
+        assert held.failed
+        assert _copied(path) > 0
+        assert scalar(path, f"SELECT max(seg) FROM {lexical.PENDING}") == last
+        store = m.service.store
+        store.db.write(partial(lexical_merge.merge_tail, store.dialect))
+        assert scalar(path, f"SELECT count(*) FROM {lexical.PENDING}") == 0
+        assert scalar(path, f"SELECT count(*) FROM {lexical.TAIL}") == 0
+        found = _ranked(m)
+        _ok(m)
+    with erstwhile.open(str(tmp_path / "one.db"), embedder="none",
+                        background_jobs=False) as one:  # fmt: skip
+        one.upsert("ns", _batch(0, bound))
+        assert _ranked(one) == found and any(found)

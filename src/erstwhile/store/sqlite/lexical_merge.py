@@ -249,6 +249,9 @@ def _move(d: Dialect, tx: Tx, first: int, last: int, *, copied: bool = False) ->
         # change, and the change removed those copied before, LexicalWrites._take)
         tx.execute(f"DELETE FROM {_MERGING} WHERE record IN ({changed})", (last,))
         _count(tx)
+    # every other merge's claim goes first: one that died having copied under this
+    # very segment (the same tail rows, none written since) would collide with it
+    _forget_claims(tx, last if copied else None)
     tx.execute(
         "INSERT INTO lexical_terms (namespace, term, df)"
         f" SELECT namespace, term, df FROM {_COUNTS} WHERE true"
@@ -267,21 +270,24 @@ def _move(d: Dialect, tx: Tx, first: int, last: int, *, copied: bool = False) ->
             f" SELECT ?, {', '.join(POSTING_COLUMNS)} FROM {_MERGING}",
             (last,),
         )
-    _forget_claims(tx, last)
     tx.execute(f"DELETE FROM {TAIL} WHERE seq <= ?", (last,))
     tail = d.lexical_tail
     if tail is not None and tail.on_commit is not None:
         tail.on_commit(tail.merged)
 
 
-def _forget_claims(tx: Tx, listed: int) -> None:
+def _forget_claims(tx: Tx, own: int | None) -> None:
     """Removes every claim of :data:`PENDING` and the postings copied for it, but for
-    the segments ``listed`` now (a namespace's segment ``listed`` in :data:`SEGMENTS`)."""
+    the merge's ``own`` segment in the namespaces it lists (None: it copied none). A
+    merge beside the writers claims its segment only where none is claimed
+    (:func:`_claim`), so a claim of ``own`` is its own; a merge inside a write copied
+    nothing, and a dead merge's claim of the same segment goes with its postings
+    before the move inserts them."""
     claims = tx.execute(
-        f"SELECT c.namespace, c.seg FROM {PENDING} c WHERE NOT EXISTS (SELECT 1 FROM"
-        f" {SEGMENTS} g WHERE g.namespace = c.namespace AND g.seg = c.seg AND g.seg = ?)",
-        (listed,),
-    ).fetchall()
-    for namespace, seg in claims:
+        f"SELECT namespace, seg FROM {PENDING} WHERE seg IS NOT ?"
+        f" OR namespace NOT IN (SELECT namespace FROM {_COUNTS})",
+        (own,),
+    )
+    for namespace, seg in claims.fetchall():
         tx.execute(f"DELETE FROM {MAIN} WHERE namespace = ? AND seg = ?", (namespace, seg))
     tx.execute(f"DELETE FROM {PENDING}")
