@@ -66,18 +66,18 @@ def worker(size: int, queries: int, seed: int) -> None:
     for j, text in enumerate(data.queries.texts):
         table.setdefault(text, data.queries.vectors[j])
     by_case = case_queries(data, table)
-    workdir = tempfile.mkdtemp(prefix="msbench-abba-")
-    engine = ErstwhileEngine(str(Path(workdir) / "erstwhile.db"), "erstwhile", table)
-    engine.ingest(data, 1000)
-    print(json.dumps({"ready": True, "erstwhile": erstwhile.__file__}), flush=True)
-    for line in sys.stdin:
-        case, index = line.split()
-        query = by_case[case][int(index)]
-        cpu, wall = time.process_time(), time.perf_counter()
-        found = engine.search(query)
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        print(json.dumps({"wall": wall, "cpu": cpu, "ids": found}), flush=True)
-    engine.close()
+    with tempfile.TemporaryDirectory(prefix="msbench-abba-") as workdir:  # its store goes
+        engine = ErstwhileEngine(str(Path(workdir) / "erstwhile.db"), "erstwhile", table)
+        engine.ingest(data, 1000)
+        print(json.dumps({"ready": True, "erstwhile": erstwhile.__file__}), flush=True)
+        for line in sys.stdin:
+            case, index = line.split()
+            query = by_case[case][int(index)]
+            cpu, wall = time.process_time(), time.perf_counter()
+            found = engine.search(query)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            print(json.dumps({"wall": wall, "cpu": cpu, "ids": found}), flush=True)
+        engine.close()
 
 
 class Worker:
