@@ -16,6 +16,7 @@ from erstwhile.domain.validation import (
     MAX_FILTER,
     MAX_METADATA_KEYS,
     MAX_PREDICATES,
+    MAX_QUERY_CHARS,
     MAX_TAGS,
     QUOTE_CHARS,
     field_path,
@@ -119,3 +120,14 @@ def test_a_scope_holds_up_to_its_cap(model: Any, field: str, cap: int, make: Any
     with pytest.raises(InvalidInput) as caught:
         parse_model(model, {**base, field: make(cap + 1)})
     assert caught.value.message.startswith(f"{field}: holds {cap + 1:,} ")
+
+
+def test_a_query_text_holds_up_to_its_cap() -> None:
+    """A query of 300,000 distinct words once reached the database as more variables
+    than one statement binds (``storage.unavailable``): it is refused as input, first."""
+    words = " ".join(f"w{i}" for i in range(300_000))
+    at_cap = words[:MAX_QUERY_CHARS]
+    assert parse_model(SearchRequest, {"query": at_cap}).query == at_cap
+    with pytest.raises(InvalidInput) as caught:
+        parse_model(SearchRequest, {"query": words})
+    assert caught.value.message.startswith(f"query: holds {len(words):,} characters; ")

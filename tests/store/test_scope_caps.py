@@ -19,7 +19,13 @@ from erstwhile.domain.errors import InvalidInput
 from erstwhile.domain.records import Record, updated
 from erstwhile.domain.search import ExpireRequest, SearchRequest
 from erstwhile.domain.time import now_us
-from erstwhile.domain.validation import MAX_FILTER, MAX_METADATA_KEYS, MAX_PREDICATES, MAX_TAGS
+from erstwhile.domain.validation import (
+    MAX_FILTER,
+    MAX_METADATA_KEYS,
+    MAX_PREDICATES,
+    MAX_QUERY_CHARS,
+    MAX_TAGS,
+)
 from erstwhile.store import StorageOptions
 
 NS = "caps"
@@ -134,3 +140,22 @@ def test_past_the_caps_the_store_still_parses_the_scope(memory: Memory) -> None:
         action="invalidate", max_rows=5,
     )  # fmt: skip
     assert store.expire(NS, scope, now=now_us(), actor="local") == 1
+
+
+def test_a_query_at_its_cap_of_distinct_words_answers_in_every_lane(memory: Memory) -> None:
+    """The most distinct words a query's cap allows (~16,000 of three characters: more
+    than any statement's bound variables would take one each) reach every lane, which
+    finds the record holding one of them; past the cap the search is bad input."""
+    memory.upsert(NS, [{"id": "a", "content": "a note on zq7 and more"},
+                       {"id": "b", "content": "nothing alike"}])  # fmt: skip
+    chars = "abcdefghijklmnopqrstuvwxyz0123456789"
+    words = [f"{a}{b}{c}" for a in chars for b in chars for c in chars]
+    random.Random(3).shuffle(words)
+    query = " ".join(["zq7", *words])[:MAX_QUERY_CHARS]
+    assert len(set(query.split())) > 16_000
+    for ranking in ("lexical", "hybrid", "semantic"):
+        hits = memory.search(NS, query, ranking=ranking, top_k=2).hits
+        assert hits, ranking
+        if ranking == "lexical":
+            assert [h.record.id for h in hits] == ["a"]
+    _refused(lambda: memory.search(NS, query + " " + query), "query")

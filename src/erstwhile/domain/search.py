@@ -18,7 +18,7 @@ from pydantic import (
 
 from erstwhile.domain.records import Instant, MetadataValue, Record, Trust
 from erstwhile.domain.time import Window, now_us, to_us
-from erstwhile.domain.validation import capped, quoted
+from erstwhile.domain.validation import bounded_query, capped, quoted
 from erstwhile.domain.vectors import MAX_COUNT, vector_problem
 
 
@@ -153,7 +153,7 @@ class SearchRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    query: str | None = None
+    query: Annotated[str | None, BeforeValidator(bounded_query)] = None
     query_vector: list[float] | None = None
     top_k: int = Field(default=10, ge=1, le=MAX_COUNT)
     ranking: Ranking = Ranking.AUTO

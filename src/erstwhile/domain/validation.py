@@ -98,6 +98,22 @@ MAX_FILTER = 256
 #: Predicates one search or expire may hold.
 MAX_PREDICATES = 64
 
+#: Characters a search's query text may hold (a long passage is welcome; a query of
+#: more distinct words than the database binds in one statement is not).
+MAX_QUERY_CHARS = 65_536
+
+
+def bounded_query(value: Any) -> Any:
+    """A pydantic "before" validator refusing a query text over
+    :data:`MAX_QUERY_CHARS`, first."""
+    if isinstance(value, str) and len(value) > MAX_QUERY_CHARS:
+        raise ValueError(
+            f"holds {len(value):,} characters; a search takes at most {MAX_QUERY_CHARS:,}: "
+            "search with the passage's key sentences, or with its embedding (query_vector)"
+        )
+    return value
+
+
 _COUNTED = {
     "tags": (MAX_TAGS, "tags", "keep the ones you search by"),
     "metadata": (MAX_METADATA_KEYS, "keys", "put the rest in content or payload"),
