@@ -43,6 +43,7 @@ def seed(db: Path) -> Seeded:
         xss = m.add(NS, XSS, key="hostile", valid_from="2024-01-01")
         m.extract(NS)
         m.assert_fact(NS, "Ada", "mentors", "Grace", valid_from="2024-02-01")
+        m.mention(NS, xss, [{"name": "Ada", "kind": "person"}])  # hostile text, mentioning
         ada = next(e.id for e in m.entities(NS, "Ada") if e.name == "Ada")
         m.add("ops", "The nightly backup runs at 02:00 UTC", valid_from="2024-03-01")
     return Seeded(acme, globex, bob, carol, xss, ada)

@@ -5,6 +5,7 @@ token kept out of every URL and log line."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import httpx
@@ -43,8 +44,8 @@ def requested_urls(driver: WebDriver) -> list[str]:
 def test_log_in_search_and_open_a_record(inspector: Inspector, browser: WebDriver) -> None:
     log_in(browser, inspector.url, inspector.reader)
     rows = {row[0]: row for row in (r.split() for r in texts(browser, "#namespaces tbody tr"))}
-    # namespace, records, current, superseded, invalidated, deleted, vector/graph backlog
-    assert rows["team"][1:8] == ["8", "3", "2", "1", "1", "0", "0"]
+    # namespace, records, current, future, superseded, invalidated, deleted, backlogs
+    assert rows["team"][1:9] == ["8", "3", "1", "2", "1", "1", "0", "0"]
     assert rows["ops"][1:3] == ["1", "1"]
 
     visit(browser, inspector.url, f"search/{NS}")
@@ -270,3 +271,116 @@ def test_a_malformed_route_says_so_and_replaces_the_view(
     assert not browser.find_elements(By.CSS_SELECTOR, "#main form")  # the search view is gone
     errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors, errors
+
+
+STATES = ["current", "future", "superseded", "invalidated", "deleted"]
+
+
+def test_a_namespaces_states_add_up_to_its_records(
+    inspector: Inspector, browser: WebDriver
+) -> None:
+    """A record not yet valid is counted (as future): each namespace's states add up
+    to its records, and each column is what the REST payload says (issue #42)."""
+    log_in(browser, inspector.url, inspector.reader)
+    headings = texts(browser, "#namespaces thead th")
+    assert headings[1:7] == ["records", *STATES]
+    shown = {}
+    for row in browser.find_elements(By.CSS_SELECTOR, "#namespaces tbody tr"):
+        cells = [td.text for td in row.find_elements(By.TAG_NAME, "td")]
+        shown[cells[0]] = dict(zip(headings[1:7], map(int, cells[1:7]), strict=True))
+    headers = {"Authorization": f"Bearer {inspector.reader}"}
+    with httpx.Client(base_url=inspector.url, headers=headers) as api:
+        for ns, counts in shown.items():
+            assert counts == api.get(f"/v1/namespaces/{ns}/audit").json()["records"]
+            assert sum(counts[state] for state in STATES) == counts["records"], ns
+    assert shown[NS]["future"] == 1  # the move to Berlin, valid from 2027-03-01
+    note = browser.find_element(By.ID, "states-note").text
+    assert "future (not yet valid)" in note and note.endswith("= records.")
+
+
+def test_unset_time_fields_are_empty_and_say_what_is_used(
+    inspector: Inspector, browser: WebDriver
+) -> None:
+    """No field of the search form holds a placeholder that reads as a value: an unset
+    instant or number is empty, its placeholder a format or an example, and the hint
+    under it says what is used instead; the results say which time was asked (#42)."""
+    log_in(browser, inspector.url, inspector.reader)
+    visit(browser, inspector.url, f"search/{NS}")
+    hints = {
+        "as_of": "empty: now",
+        "from": "needed for between",
+        "until": "needed for between",
+        "known_at": "record time, as memory knew it then; empty: now",
+        "top_k": "empty: 10",
+        "hops": "empty: 1",
+        "limit": "empty: 10",
+    }
+    for name, hint in hints.items():
+        box = browser.find_element(By.ID, f"f-{name}")
+        assert box.get_attribute("value") == "", name
+        placeholder = box.get_attribute("placeholder") or ""
+        assert not re.search(r"\d", placeholder), (name, placeholder)  # no date, no number
+        assert browser.find_element(By.ID, f"f-{name}-hint").text == hint
+        assert box.get_attribute("aria-describedby") == f"f-{name}-hint"
+    for example in browser.find_elements(By.CSS_SELECTOR, "#search-form [placeholder]"):
+        placeholder = example.get_attribute("placeholder") or ""
+        assert not re.search(r"\d", placeholder) or placeholder.startswith("e.g. "), placeholder
+    assert "An empty field is unset" in browser.find_element(By.ID, "search-form").text
+
+    # "as of" with its instant left empty asks about now, and the results say so
+    browser.find_element(By.CSS_SELECTOR, "input[name=time][value=as_of]").click()
+    search(browser, "Alice works")
+    assert texts(browser, ".hit .content")[0] == "Alice works at Globex"
+    assert " · now · " in browser.find_element(By.CSS_SELECTOR, "#results .summary").text
+    browser.find_element(By.ID, "f-as_of").send_keys("2023-09-01")
+    search(browser, "Alice works")
+    assert texts(browser, ".hit .content")[0] == "Alice works at Acme"
+    assert "as of 2023-09-01" in browser.find_element(By.CSS_SELECTOR, "#results .summary").text
+
+    # between with one end given: the server names the missing one
+    browser.find_element(By.CSS_SELECTOR, "input[name=time][value=between]").click()
+    browser.find_element(By.ID, "f-from").send_keys("2023-01-01")
+    search(browser, "Alice works")
+    assert "until is missing" in browser.find_element(By.ID, "results").text
+
+
+def test_mentioned_by_shows_what_each_record_says(inspector: Inspector, browser: WebDriver) -> None:
+    """An entity's "Mentioned by" names each record by its content (and key), linked to
+    its page, with its id beside it; hostile content stays text (issue #42)."""
+    headers = {"Authorization": f"Bearer {inspector.reader}"}
+    with httpx.Client(base_url=f"{inspector.url}/v1/namespaces/{NS}", headers=headers) as api:
+        mentions = api.get(f"/entities/{inspector.seeded.ada}/mentions").json()["mentions"]
+        records = {m["record"]: api.get(f"/records/{m['record']}").json() for m in mentions}
+    assert inspector.seeded.xss in records and len(records) == 3  # two notes, one hostile
+
+    log_in(browser, inspector.url, inspector.reader)
+    visit(browser, inspector.url, f"entity/{NS}/{inspector.seeded.ada}")
+    labels = browser.find_elements(By.CSS_SELECTOR, "#mentions tbody .record-label")
+    assert sorted(label.get_attribute("data-id") for label in labels) == sorted(records)
+    for label in labels:
+        record = records[label.get_attribute("data-id") or ""]
+        link = label.find_element(By.CSS_SELECTOR, "a.record-link")
+        assert link.text == record["content"]
+        assert link.get_attribute("title") == record["id"]
+        assert (link.get_attribute("href") or "").endswith(f"#/record/{NS}/{record['id']}")
+        assert label.find_element(By.CSS_SELECTOR, ".record-id").text == record["id"]
+        keys = [k.text for k in label.find_elements(By.CSS_SELECTOR, ".record-key")]
+        assert keys == ([record["key"]] if "key" in record else [])
+    states = texts(browser, "#mentions tbody tr td:nth-child(2) .badge")
+    assert sorted(states) == ["current", "current", "superseded"]  # the revised note
+    # the relationships' sources are named the same way
+    sources = texts(browser, "#relationships .record-label a.record-link")
+    assert sources and set(sources) <= {r["content"] for r in records.values()}
+    assert browser.execute_script("return document.querySelectorAll('#main script').length") == 0
+    with pytest.raises(NoAlertPresentException):
+        alert = browser.switch_to.alert
+        raise AssertionError(f"an alert fired: {alert.text}")
+
+    hostile = browser.find_element(
+        By.CSS_SELECTOR, f"#mentions .record-label[data-id='{inspector.seeded.xss}'] a"
+    )
+    assert hostile.text == XSS
+    hostile.click()
+    wait(browser, lambda d: d.find_elements(By.ID, "record-content"), "no record page")
+    idle(browser)
+    assert browser.find_element(By.ID, "record-content").text == XSS
