@@ -15,10 +15,13 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
+from tests.server.harness import start_server, write_config
+
+import erstwhile
 
 from .browser import wait
-from .conftest import Inspector
-from .seed import NS, XSS
+from .conftest import EXTRACTION, Inspector
+from .seed import NS, XSS, seed
 from .tour import idle, log_in, screenshots, search, visit
 
 
@@ -274,6 +277,7 @@ def test_a_malformed_route_says_so_and_replaces_the_view(
 
 
 STATES = ["current", "future", "superseded", "invalidated", "deleted"]
+VERIFIED_ONLY = 'default_view = "verified"\n'  # under [policy]: reads show verified records
 
 
 def test_a_namespaces_states_add_up_to_its_records(
@@ -384,3 +388,29 @@ def test_mentioned_by_shows_what_each_record_says(inspector: Inspector, browser:
     wait(browser, lambda d: d.find_elements(By.ID, "record-content"), "no record page")
     idle(browser)
     assert browser.find_element(By.ID, "record-content").text == XSS
+
+
+def test_mentioned_by_keeps_to_the_tokens_trust_view(
+    chromium_session: WebDriver, tmp_path: Path
+) -> None:
+    """A record the token's trust view hides is listed by its id alone: the mentions
+    listing names ids, and the labels are read through the view (issue #42)."""
+    db = tmp_path / "verified-only.db"
+    seeded = seed(db)
+    with erstwhile.open(db, embedder="hash", background_jobs=False) as m:
+        m.verify(NS, seeded.xss, "rita")  # the one mentioning record the view shows
+    config = write_config(tmp_path / "erstwhile.toml", extra=VERIFIED_ONLY + EXTRACTION)
+    server = start_server(db, config)
+    try:
+        log_in(chromium_session, server.url, server.token(read_only=True)[1])
+        visit(chromium_session, server.url, f"entity/{NS}/{seeded.ada}")
+        rows = chromium_session.find_elements(By.CSS_SELECTOR, "#mentions tbody tr")
+        assert len(rows) == 3
+        labelled = texts(chromium_session, "#mentions .record-label a.record-link")
+        assert labelled == [XSS]
+        hidden = [row.text for row in rows if not row.find_elements(By.CLASS_NAME, "record-label")]
+        assert len(hidden) == 2
+        assert all("not readable with this token" in text for text in hidden)
+        assert all("Ada works on" not in text for text in hidden)
+    finally:
+        server.stop()
