@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
@@ -18,6 +21,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from tests.server.harness import start_server, write_config
 
 import erstwhile
+from erstwhile.domain.time import format_instant
 
 from .browser import wait
 from .conftest import EXTRACTION, Inspector
@@ -414,3 +418,57 @@ def test_mentioned_by_keeps_to_the_tokens_trust_view(
         assert all("Ada works on" not in text for text in hidden)
     finally:
         server.stop()
+
+
+SECOND = 1_000  # ms
+INSTANT = st.integers(-50, 50).map(lambda k: 1_800_000_000_000 + k * SECOND)
+RECORD = st.fixed_dictionaries(
+    {
+        "from": INSTANT,
+        "length": st.none() | st.integers(1, 60),  # seconds of validity; none: open
+        "successor": st.booleans(),
+        "deleted": st.booleans(),
+    }
+)
+
+
+def rfc3339(ms: int) -> str:
+    return format_instant(ms * 1000)
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(plans=st.lists(RECORD, min_size=1, max_size=12), now=INSTANT)
+def test_a_records_badge_is_the_state_the_audit_counts_it_in(
+    browser: WebDriver, plans: list[dict[str, Any]], now: int
+) -> None:
+    """The badge the inspector gives a record (records.js ``status``) is the one state
+    ``GET …/audit`` counts it in at that instant: a record whose successor takes over
+    later is current (or future) until then, not superseded (issue #42)."""
+    records, expected = [], []
+    for i, plan in enumerate(plans):
+        start, length = plan["from"], plan["length"]
+        end = None if length is None else start + length * SECOND
+        record: dict[str, Any] = {"id": f"r{i}", "valid_from": rfc3339(start)}
+        if end is not None:
+            record["valid_to"] = rfc3339(end)
+        if plan["successor"] and end is not None:  # a successor closes it at its end
+            record["superseded_by"] = f"s{i}"
+        if plan["deleted"]:
+            record["deleted_at"] = rfc3339(now)
+        records.append(record)
+        closed = end is not None and end <= now
+        expected.append(
+            "deleted" if plan["deleted"]
+            else ("superseded" if "superseded_by" in record else "invalidated") if closed
+            else "future" if start > now
+            else "current"
+        )  # fmt: skip
+    shown = browser.execute_async_script(
+        "const [records, now, done] = arguments;"
+        "import('/ui/records.js').then((m) => done(records.map((r) => m.status(r, now))),"
+        " (error) => done(String(error)));",
+        records,
+        now,
+    )
+    assert shown == expected
