@@ -214,8 +214,8 @@ class Memory:
         )  # fmt: skip
 
     def audit(self, namespace: str) -> dict[str, Any]:
-        """A namespace's embedder, vector backlog, record counts (current, superseded,
-        invalidated, deleted), extractor, extraction backlog and latest jobs: what
+        """A namespace's embedder, vector backlog, record counts (current, future,
+        superseded, invalidated, deleted), extractor, extraction backlog and latest jobs: what
         ``GET /v1/namespaces/{ns}/audit`` answers and ``erstwhile audit`` shows."""
         found = self.service.audit(namespace)
         return {**found, "jobs": [job_json(job) for job in found["jobs"]]}

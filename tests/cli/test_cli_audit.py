@@ -21,14 +21,14 @@ def test_audit_shows_records_by_state_and_jobs(cli: Cli, text: Any) -> None:
     found = cli.json("audit")
     with erstwhile.open(cli.db, embedder="hash", background_jobs=False) as memory:
         assert found == memory.audit("default")
-    assert found["records"] == {"records": 4, "current": 2, "superseded": 1,
+    assert found["records"] == {"records": 4, "current": 2, "future": 0, "superseded": 1,
                                 "invalidated": 1, "deleted": 0}  # fmt: skip
     assert found["embedder"].startswith("hash:") and found["backlog"] == 0
     assert [job["type"] for job in found["jobs"]] == ["embed"]
     assert found["jobs"][0]["created_at"].endswith("Z")
 
     shown = text(cli.ok("audit").stdout)
-    for line in ("superseded 1", "invalidated 1", "current 2", "vector backlog 0"):
+    for line in ("superseded 1", "invalidated 1", "current 2", "future 0", "vector backlog 0"):
         assert line in shown
     assert "embed done" in shown
 

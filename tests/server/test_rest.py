@@ -498,4 +498,11 @@ def test_a_records_ledger_and_the_audits_counts(
         "erstwhile.auth.unauthenticated",
     )
     counts = reader.get(f"/v1/namespaces/{ns}/audit").json()["records"]
-    assert counts == {"records": 1, "current": 0, "superseded": 0, "invalidated": 1, "deleted": 0}
+    assert counts == {
+        "records": 1,
+        "current": 0,
+        "future": 0,
+        "superseded": 0,
+        "invalidated": 1,
+        "deleted": 0,
+    }

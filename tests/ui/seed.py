@@ -6,6 +6,7 @@ server's database file before the server starts, extraction run to the end."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import erstwhile
@@ -35,7 +36,9 @@ def seed(db: Path) -> Seeded:
         m.invalidate(NS, bob, at="2024-02-01")
         carol = m.add(NS, "Carol sits on floor 3", valid_from="2023-08-01")
         m.delete(NS, carol)
-        m.add(NS, "The team moves to the Berlin office", valid_from="2027-03-01")
+        # not yet valid whenever the tests run: a fixed date would come true one day
+        move = (datetime.now(UTC).date() + timedelta(days=90)).isoformat()
+        m.add(NS, "The team moves to the Berlin office", valid_from=move)
         note = m.add(NS, "Ada works on Apollo. Apollo depends on Redis.", valid_from="2023-05-01")
         m.extract(NS)  # the graph as the first note tells it; the revision closes its facts
         m.supersede(NS, note, {"content": "Ada works on Hermes. Hermes depends on Redis.",
@@ -43,6 +46,7 @@ def seed(db: Path) -> Seeded:
         xss = m.add(NS, XSS, key="hostile", valid_from="2024-01-01")
         m.extract(NS)
         m.assert_fact(NS, "Ada", "mentors", "Grace", valid_from="2024-02-01")
+        m.mention(NS, xss, [{"name": "Ada", "kind": "person"}])  # hostile text, mentioning
         ada = next(e.id for e in m.entities(NS, "Ada") if e.name == "Ada")
         m.add("ops", "The nightly backup runs at 02:00 UTC", valid_from="2024-03-01")
     return Seeded(acme, globex, bob, carol, xss, ada)

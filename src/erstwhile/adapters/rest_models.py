@@ -250,8 +250,12 @@ class NamespaceList(BaseModel):
 
 
 class RecordCounts(BaseModel):
+    """A namespace's records by state now; each record is in exactly one of current,
+    future, superseded, invalidated and deleted, so those add up to ``records``."""
+
     records: int = Field(description="Every record id, soft-deleted ones included.")
     current: int = Field(description="Valid now and not deleted.")
+    future: int = Field(description="Not yet valid: valid_from is after now (not deleted).")
     superseded: int = Field(description="Closed by a successor (not deleted).")
     invalidated: int = Field(description="Closed with no successor (not deleted).")
     deleted: int = Field(description="Soft-deleted (tombstones).")

@@ -12,14 +12,15 @@ from erstwhile.cli import output
 from erstwhile.cli.context import open_memory
 from erstwhile.cli.options import JsonOutput, Namespace
 
-RECORD_STATES = ("records", "current", "superseded", "invalidated", "deleted")
+RECORD_STATES = ("records", "current", "future", "superseded", "invalidated", "deleted")
 
 
 def audit(
     ctx: typer.Context, namespace: Namespace = "default", as_json: JsonOutput = False
 ) -> None:
-    """A namespace's embedder, backlogs, records by state (current, superseded,
-    invalidated, deleted) and latest jobs; the same answer as REST's …/audit."""
+    """A namespace's embedder, backlogs, records by state (current, future i.e. not yet
+    valid, superseded, invalidated, deleted) and latest jobs; the same answer as REST's
+    …/audit."""
     with open_memory(ctx, create=False) as memory:
         found = memory.audit(namespace)
     if as_json:

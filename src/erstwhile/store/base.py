@@ -263,7 +263,9 @@ class Store(Protocol):
     def record_counts(self, namespace: str, now: int) -> dict[str, int]:
         """How many records the namespace holds (``records``: every id, tombstones
         included) and how many of them are ``current`` (valid at ``now``, not deleted),
-        ``superseded``, ``invalidated`` (closed with no successor) and ``deleted``."""
+        ``future`` (not yet valid: ``valid_from`` after ``now``), ``superseded``,
+        ``invalidated`` (closed with no successor) and ``deleted``; each record is in
+        exactly one of those five, so they add up to ``records``."""
         ...
 
     def namespaces(self) -> list[str]:

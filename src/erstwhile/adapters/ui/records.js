@@ -6,12 +6,15 @@ export function ms(instant) {
   return instant ? Date.parse(instant.replace(/(\.\d{3})\d+/, '$1')) : null;
 }
 
-/** deleted, superseded, invalidated (closed, no successor), future or current. */
+/**
+ * deleted, superseded (closed by its successor), invalidated (closed, no successor),
+ * future (not yet valid) or current: the one state GET …/audit counts it in at `now`,
+ * so a record handed over to a successor later is still current (or future) until then.
+ */
 export function status(record, now = Date.now()) {
   if (record.deleted_at) return 'deleted';
-  if (record.superseded_by) return 'superseded';
   const end = ms(record.valid_to);
-  if (end !== null && end <= now) return 'invalidated';
+  if (end !== null && end <= now) return record.superseded_by ? 'superseded' : 'invalidated';
   if (ms(record.valid_from) > now) return 'future';
   return 'current';
 }

@@ -579,20 +579,24 @@ class SqlStore:
         return [LedgerEntry(*row) for row in rows]
 
     def record_counts(self, namespace: str, now: int) -> dict[str, int]:
+        # one state per record, so the parts add up to `records`: a tombstone is deleted;
+        # a live record is closed (valid_to <= now: superseded or invalidated), or open
+        # at now and then current or, when valid_from is after now, future
         live = "deleted_at IS NULL"
         closed = f"{live} AND valid_to IS NOT NULL AND valid_to <= ?"
+        still = f"{live} AND (valid_to IS NULL OR valid_to > ?)"
         with self.db.read() as tx:
             row = tx.execute(
                 "SELECT count(*),"
-                f" count(CASE WHEN {live} AND valid_from <= ?"
-                "  AND (valid_to IS NULL OR valid_to > ?) THEN 1 END),"
+                f" count(CASE WHEN {still} AND valid_from <= ? THEN 1 END),"
+                f" count(CASE WHEN {still} AND valid_from > ? THEN 1 END),"
                 f" count(CASE WHEN {closed} AND superseded_by IS NOT NULL THEN 1 END),"
                 f" count(CASE WHEN {closed} AND superseded_by IS NULL THEN 1 END),"
                 " count(CASE WHEN deleted_at IS NOT NULL THEN 1 END)"
                 " FROM records WHERE namespace = ?",
-                (now, now, now, now, namespace),
+                (now, now, now, now, now, now, namespace),
             ).fetchone()
-        names = ("records", "current", "superseded", "invalidated", "deleted")
+        names = ("records", "current", "future", "superseded", "invalidated", "deleted")
         return dict(zip(names, (int(value) for value in row), strict=True))
 
     def namespaces(self) -> list[str]:

@@ -2,6 +2,15 @@
 import { get, paths } from '../api.js';
 import { h, route, table } from '../dom.js';
 
+// the states of GET …/audit's `records`, one per record: together they make `records`
+const STATES = [
+  ['current', 'valid now'],
+  ['future', 'not yet valid'],
+  ['superseded', 'closed by a successor'],
+  ['invalidated', 'closed with none'],
+  ['deleted', 'soft-deleted'],
+];
+
 export async function namespacesView(box) {
   const { namespaces } = await get(paths.namespaces());
   box.append(h('h2', {}, 'Namespaces'));
@@ -11,12 +20,11 @@ export async function namespacesView(box) {
   }
   const audits = await Promise.all(namespaces.map((ns) => get(paths.audit(ns.name))));
   box.append(table(
-    ['namespace', 'records', 'current', 'superseded', 'invalidated', 'deleted',
+    ['namespace', 'records', ...STATES.map(([state, meaning]) => h('abbr', { title: meaning }, state)),
       'vector backlog', 'graph backlog', 'embedder', 'extractor', ''],
     audits.map((a) => [
       h('a', { href: route('search', a.namespace) }, a.namespace),
-      a.records.records, a.records.current, a.records.superseded, a.records.invalidated,
-      a.records.deleted,
+      a.records.records, ...STATES.map(([state]) => a.records[state]),
       h('span', { class: a.backlog ? 'warn' : '' }, a.backlog),
       h('span', { class: a.extraction_backlog ? 'warn' : '' }, a.extraction_backlog),
       h('code', {}, a.embedder), h('code', {}, a.extractor),
@@ -25,5 +33,8 @@ export async function namespacesView(box) {
         h('a', { href: route('timeline', a.namespace) }, 'timeline'),
         h('a', { href: route('entities', a.namespace) }, 'entities')),
     ]),
-    { id: 'namespaces', class: 'grid' }));
+    { id: 'namespaces', class: 'grid' }),
+    h('p', { class: 'muted', id: 'states-note' }, 'Each record is in one state now: ',
+      STATES.map(([state, meaning], i) => [i ? ' + ' : '', h('b', {}, state), ` (${meaning})`]),
+      ' = records.'));
 }

@@ -48,8 +48,13 @@ export function searchBody(params, { time = params.get('time') || 'now' } = {}) 
     return { key, op: op.toUpperCase(), values: rest.join(' ').split(',').map((v) => v.trim()) };
   });
   if (predicates.length) body.predicates = predicates;
-  if (time === 'as_of') body.as_of = params.get('as_of') || '';
-  if (time === 'between') body.between = { from: params.get('from') || '', until: params.get('until') || '' };
+  // an empty as_of is now (the default question); between sends the ends it has, so
+  // the server names a missing one
+  if (time === 'as_of' && params.get('as_of')) body.as_of = params.get('as_of');
+  if (time === 'between') {
+    body.between = Object.fromEntries(['from', 'until']
+      .filter((end) => params.get(end)).map((end) => [end, params.get(end)]));
+  }
   if (time === 'historical') body.include_historical = true;
   if (params.get('known_at')) body.known_at = params.get('known_at'); // record time
   for (const flag of FLAGS) {
@@ -70,4 +75,13 @@ export function formParams(form) {
     if (String(value).trim() !== '') params.set(name, String(value));
   }
   return params;
+}
+
+/** The time question a search body asks, in words: what the results summary states. */
+export function timeAsked(body) {
+  let when = 'now';
+  if (body.as_of) when = `as of ${body.as_of}`;
+  if (body.between) when = `between ${body.between.from} and ${body.between.until}`;
+  if (body.include_historical) when = 'any time (historical included)';
+  return body.known_at ? `${when}, as known at ${body.known_at}` : when;
 }

@@ -2,11 +2,16 @@
 import { post, paths } from '../api.js';
 import { errorBox, h, route, table, when } from '../dom.js';
 import { badge, status } from '../records.js';
-import { FLAGS, RANKINGS, TIMES, formParams, searchBody } from './query.js';
+import { FLAGS, RANKINGS, TIMES, formParams, searchBody, timeAsked } from './query.js';
+
+// A placeholder is never a value: an empty field shows its format or an example, and
+// the hint under it says what is used while it is empty.
+const INSTANT = 'YYYY-MM-DD';
 
 function field(label, input, hint) {
+  if (hint) input.setAttribute('aria-describedby', `${input.id}-hint`);
   return h('label', { class: 'field' }, h('span', {}, label), input,
-    hint ? h('small', {}, hint) : null);
+    hint ? h('small', { id: `${input.id}-hint`, class: 'hint' }, hint) : null);
 }
 
 function text(name, params, attrs = {}) {
@@ -25,23 +30,24 @@ export function searchForm(ns, params, { submitTo = 'search' } = {}) {
     h('div', { class: 'row main-row' },
       field('Query', text('q', params, { placeholder: 'what to look for', size: 40 })),
       field('Ranking', select('ranking', RANKINGS.map((r) => [r, r]), params)),
-      field('top_k', text('top_k', params, { inputmode: 'numeric', size: 4, placeholder: '10' })),
+      field('top_k', text('top_k', params, { inputmode: 'numeric', size: 4 }), 'empty: 10'),
       field('candidate_k', text('candidate_k', params, { inputmode: 'numeric', size: 4 })),
       h('button', { type: 'submit', id: 'search-submit' }, 'Search')),
     h('fieldset', {}, h('legend', {}, 'Time'),
       h('div', { class: 'row' },
         TIMES.map(([value, label]) => h('label', { class: 'radio' },
           h('input', { type: 'radio', name: 'time', value, checked: value === time }), label)),
-        field('as_of', text('as_of', params, { placeholder: '2024-01-01' })),
-        field('from', text('from', params, { placeholder: '2023-01-01' })),
-        field('until', text('until', params, { placeholder: '2024-01-01' })),
-        field('known_at', text('known_at', params, { placeholder: '2024-01-08' }),
-          'record time: as memory knew it then')),
-      h('small', {}, 'Instants are RFC 3339 or YYYY-MM-DD (midnight UTC).')),
+        field('as_of', text('as_of', params, { placeholder: INSTANT }), 'empty: now'),
+        field('from', text('from', params, { placeholder: INSTANT }), 'needed for between'),
+        field('until', text('until', params, { placeholder: INSTANT }), 'needed for between'),
+        field('known_at', text('known_at', params, { placeholder: INSTANT }),
+          'record time, as memory knew it then; empty: now')),
+      h('small', {}, 'Instants are RFC 3339 or YYYY-MM-DD (midnight UTC). ' +
+        'An empty field is unset: the hint under it says what is used instead.')),
     h('fieldset', {}, h('legend', {}, 'Scope'),
       h('div', { class: 'row' },
         field('kind', text('kind', params, { size: 10 })),
-        field('tags (all of)', text('tags', params, { placeholder: 'work, team', size: 14 })),
+        field('tags (all of)', text('tags', params, { placeholder: 'e.g. work, team', size: 14 })),
         field('key', text('key', params, { size: 16 })),
         field('min_trust', select('min_trust',
           [['', 'any'], ['unverified', 'unverified'], ['verified', 'verified']], params)),
@@ -49,17 +55,17 @@ export function searchForm(ns, params, { submitTo = 'search' } = {}) {
         field('created_before', text('created_before', params, { size: 12 }))),
       h('div', { class: 'row' },
         field('filter', h('textarea', { name: 'filter', id: 'f-filter', rows: 2,
-          placeholder: 'team=core' }, params.get('filter') || ''), 'one key=value a line'),
+          placeholder: 'e.g. team=core' }, params.get('filter') || ''), 'one key=value a line'),
         field('predicates', h('textarea', { name: 'predicates', id: 'f-predicates', rows: 2,
-          placeholder: 'priority GTE 3' }, params.get('predicates') || ''),
+          placeholder: 'e.g. priority GTE 3' }, params.get('predicates') || ''),
           'key EQ|NEQ|GT|GTE|LT|LTE|IN value[,value…]'))),
     h('fieldset', {}, h('legend', {}, 'Options'),
       h('div', { class: 'row' },
         FLAGS.map((flag) => h('label', { class: 'check' },
           h('input', { type: 'checkbox', name: flag, id: `f-${flag}`, checked: params.get(flag) === 'on' }),
           flag)),
-        field('expand hops', text('hops', params, { size: 3, placeholder: '1' })),
-        field('expand limit', text('limit', params, { size: 3, placeholder: '10' })))));
+        field('expand hops', text('hops', params, { size: 3 }), 'empty: 1'),
+        field('expand limit', text('limit', params, { size: 3 }), 'empty: 10'))));
   form.addEventListener('submit', (event) => {
     event.preventDefault();
     location.hash = route(submitTo, ns, formParams(form));
@@ -105,15 +111,18 @@ export async function searchView(box, [ns], params) {
   if (!params.has('q')) return;
   const results = h('section', { id: 'results' });
   box.append(results);
+  let body;
   let result;
   try {
-    result = await post(paths.search(ns), searchBody(params));
+    body = searchBody(params);
+    result = await post(paths.search(ns), body);
   } catch (error) {
     results.append(errorBox(error));
     return;
   }
   results.append(h('p', { class: 'summary' },
-    `${result.hits.length} hit(s) · ranking ${result.ranking} · unembedded ${result.unembedded} · `,
+    `${result.hits.length} hit(s) · ${timeAsked(body)} · ranking ${result.ranking} · ` +
+    `unembedded ${result.unembedded} · `,
     h('a', { href: route('timeline', ns, params), id: 'to-timeline' }, 'show as a timeline')));
   for (const warning of result.warnings) results.append(h('p', { class: 'warn' }, warning));
   results.append(h('div', { class: 'hits' }, result.hits.map((hit, i) => hitCard(hit, i, ns))));
