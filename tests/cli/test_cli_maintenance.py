@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -57,3 +58,14 @@ def test_backup_writes_a_checked_copy_and_never_overwrites(cli: Cli, tmp_path: P
     cli.ok("backup", str(copy))
     assert Cli(copy).json("check")["ok"] is True
     assert "already exists" in cli.fails(2, "backup", str(copy)).stderr
+
+
+def test_import_refuses_a_fifo_at_once(cli: Cli, tmp_path: Path) -> None:
+    """A FIFO (what ``import <(cat export.jsonl)`` names) would be opened twice, the
+    second open waiting for a writer that is gone: it is refused before any open, and
+    nothing is written."""
+    fifo = tmp_path / "stream.jsonl"
+    os.mkfifo(fifo)
+    result = cli.fails(2, "import", str(fifo))
+    assert "is a FIFO; import reads a regular file" in " ".join(result.stderr.split())
+    assert not cli.db.exists()

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import stat
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -25,6 +27,7 @@ from erstwhile.cli.context import open_memory
 from erstwhile.cli.options import JsonOutput, Namespace
 from erstwhile.domain.errors import InvalidInput
 from erstwhile.jobs.batches import Progress
+from erstwhile.jobs.files import kind_of, shown
 from erstwhile.jobs.importing import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_TEMPLATE,
@@ -138,6 +141,13 @@ def import_(
     Every line is checked first: a bad line is reported by number and nothing is
     written. Records are then written in batches, each one transaction.
     """
+    found = os.stat(file)
+    if not stat.S_ISREG(found.st_mode):  # a FIFO's second open would wait for a writer
+        raise InvalidInput(
+            f"{shown(str(file))} is {kind_of(found.st_mode)}; import reads a regular "
+            "file, twice (every line checked before any is written): save the stream to a "
+            "file first"
+        )
     if format_ == "auto" and backups.is_export(file):
         _restore(ctx, file, as_json)
         return
