@@ -268,8 +268,9 @@ class Client:
         job = self._follow_job("extract", namespace, progress)
         audit = self.audit(namespace)
         return ExtractReport(
-            job["id"], namespace, audit["extractor"], job["done"], 0, audit["extraction_backlog"]
-        )
+            job["id"], namespace, audit["extractor"], job["done"], 0, audit["extraction_backlog"],
+            job.get("usage"), job.get("stopped"),
+        )  # fmt: skip
 
     def assert_fact(
         self,
