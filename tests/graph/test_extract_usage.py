@@ -301,7 +301,10 @@ def test_the_configured_budget_applies_and_a_job_may_set_its_own(tmp_path: Path)
     max_tokens=st.none() | st.integers(1, 150),
 )  # fmt: skip
 def test_budgeted_jobs_end_with_the_graph_of_one_unbudgeted_job(
-    server: FakeServer, model: Model, shapes: list[str], max_calls: int | None,
+    server: FakeServer,
+    model: Model,
+    shapes: list[str],
+    max_calls: int | None,
     max_tokens: int | None,
 ) -> None:
     texts = [f"{shape}: P{i} works on Q{i % 3}" for i, shape in enumerate(shapes)]
