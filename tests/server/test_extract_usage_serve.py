@@ -16,6 +16,8 @@ import pytest
 from tests.embedding.fake_server import FakeServer, running
 from tests.support.chat_model import Model, tokens_for
 
+import erstwhile
+
 from .harness import run_cli, start_server, write_config
 
 JOB_SECONDS = 60.0
@@ -86,6 +88,11 @@ def test_rest_jobs_show_the_figures_and_keep_to_the_budget(
             refused = client.post("/v1/jobs", json={"type": "embed", "namespace": "n",
                                                     "max_calls": 3})  # fmt: skip
             assert refused.status_code == 400 and "extract jobs only" in refused.text
+            with erstwhile.Client(server.url) as remote:  # the Python client says the same
+                report = remote.extract("n", max_calls=1)
+            assert (report.extracted, report.remaining) == (1, 2)
+            assert report.usage is not None and report.usage["calls"] == 1
+            assert report.stopped is not None and "max_calls 1" in report.stopped
             started = client.post(
                 "/v1/jobs", json={"type": "extract", "namespace": "n", "max_calls": 5}
             )
@@ -95,10 +102,10 @@ def test_rest_jobs_show_the_figures_and_keep_to_the_budget(
             audit = client.get("/v1/namespaces/n/audit").json()
     finally:
         server.stop()
-    assert (job["state"], job["done"], "stopped" not in job) == ("done", 3, True)
-    spent = [tokens_for(text) for text in NOTES[2:]]
+    assert (job["state"], job["done"], "stopped" not in job) == ("done", 2, True)
+    spent = [tokens_for(text) for text in NOTES[3:]]
     assert job["usage"] == {
-        "calls": 3, "retries": 0, "failed": 0, "unreadable": 0,
+        "calls": 2, "retries": 0, "failed": 0, "unreadable": 0,
         "tokens_in": sum(i for i, _ in spent), "tokens_out": sum(o for _, o in spent),
         "provider_ms": job["usage"]["provider_ms"],
     }  # fmt: skip

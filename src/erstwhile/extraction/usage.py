@@ -106,15 +106,6 @@ class Usage:
         data["provider_ms"] = round(data.pop("provider_us") / 1000, 3)
         return data
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Usage:
-        fields = {k: data.get(k) for k in ("calls", "retries", "failed", "unreadable")}
-        return cls(
-            **{k: int(v or 0) for k, v in fields.items()},
-            tokens_in=data.get("tokens_in"), tokens_out=data.get("tokens_out"),
-            provider_us=round(float(data.get("provider_ms") or 0) * 1000),
-        )  # fmt: skip
-
 
 def read_usage(reply: object) -> tuple[int, int] | None:
     """``(prompt_tokens, completion_tokens)`` of an OpenAI-style reply's ``usage``, or
