@@ -18,6 +18,7 @@ from tests.embedding.fake_server import FakeServer
 from tests.support.chat_model import Model, tokens_for
 
 import erstwhile
+from erstwhile.config import load_settings
 from erstwhile.domain.errors import InvalidInput, ProviderFailed
 from erstwhile.extraction.http import HttpExtractor
 from erstwhile.jobs import job_json
@@ -214,6 +215,15 @@ def test_a_bad_budget_is_refused_naming_the_field(
     assert f"extraction.{field}" in refused.value.message
 
 
+def test_the_budget_is_read_from_the_environment_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ERSTWHILE_EXTRACTION__MAX_CALLS", "7")
+    assert load_settings(None).extraction.budget().max_calls == 7
+    monkeypatch.setenv("ERSTWHILE_EXTRACTION__MAX_TOKENS", "0")
+    with pytest.raises(InvalidInput) as refused:
+        load_settings(None)
+    assert "extraction.max_tokens" in refused.value.message
+
+
 def test_the_configured_budget_applies_and_a_job_may_set_its_own(tmp_path: Path) -> None:
     config = {"provider": "heuristic", "max_calls": 1}
     with erstwhile.open(str(tmp_path / "m.db"), embedder="none", background_jobs=False,
@@ -223,6 +233,20 @@ def test_the_configured_budget_applies_and_a_job_may_set_its_own(tmp_path: Path)
         assert (first.extracted, first.remaining) == (1, 2)  # the heuristic counts calls too
         assert first.usage is not None and first.usage["tokens_in"] is None
         assert m.extract("ns", max_calls=5).extracted == 2
+
+
+def calls_allowed(texts: list[str], max_calls: int | None, max_tokens: int | None) -> int:
+    """Brute force: how many of ``texts`` (the backlog, oldest first) one job reads."""
+    calls, tokens = 0, None
+    for text in texts:
+        if max_calls is not None and calls >= max_calls:
+            break
+        if max_tokens is not None and calls and (tokens is None or tokens >= max_tokens):
+            break
+        calls += 1
+        if "NOUSAGE" not in text:
+            tokens = (tokens or 0) + sum(tokens_for(text))
+    return calls
 
 
 @settings(max_examples=20, deadline=None,
@@ -254,6 +278,8 @@ def test_budgeted_jobs_end_with_the_graph_of_one_unbudgeted_job(
                 jobs += 1
                 usage = report.usage
                 assert usage is not None and report.extracted == usage["calls"] >= 1
+                backlog = texts[len(texts) - left :]
+                assert report.extracted == calls_allowed(backlog, max_calls, max_tokens)
                 assert max_calls is None or usage["calls"] <= max_calls
                 if report.remaining:  # it stopped on purpose, and says which limit
                     assert report.stopped is not None and report.stopped.startswith("budget")
