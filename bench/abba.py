@@ -66,18 +66,18 @@ def worker(size: int, queries: int, seed: int) -> None:
     for j, text in enumerate(data.queries.texts):
         table.setdefault(text, data.queries.vectors[j])
     by_case = case_queries(data, table)
-    workdir = tempfile.mkdtemp(prefix="msbench-abba-")
-    engine = ErstwhileEngine(str(Path(workdir) / "erstwhile.db"), "erstwhile", table)
-    engine.ingest(data, 1000)
-    print(json.dumps({"ready": True, "erstwhile": erstwhile.__file__}), flush=True)
-    for line in sys.stdin:
-        case, index = line.split()
-        query = by_case[case][int(index)]
-        cpu, wall = time.process_time(), time.perf_counter()
-        found = engine.search(query)
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        print(json.dumps({"wall": wall, "cpu": cpu, "ids": found}), flush=True)
-    engine.close()
+    with tempfile.TemporaryDirectory(prefix="msbench-abba-") as workdir:  # its store goes
+        engine = ErstwhileEngine(str(Path(workdir) / "erstwhile.db"), "erstwhile", table)
+        engine.ingest(data, 1000)
+        print(json.dumps({"ready": True, "erstwhile": erstwhile.__file__}), flush=True)
+        for line in sys.stdin:
+            case, index = line.split()
+            query = by_case[case][int(index)]
+            cpu, wall = time.process_time(), time.perf_counter()
+            found = engine.search(query)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            print(json.dumps({"wall": wall, "cpu": cpu, "ids": found}), flush=True)
+        engine.close()
 
 
 class Worker:
@@ -167,62 +167,85 @@ def paired(trees: dict[str, Path], rounds: int, size: int, queries: int) -> dict
     }
 
 
-def bench_run(tree: Path) -> dict[str, Any]:
+#: The speed bench's result files each ``--bench-size`` writes.
+BENCH_FILES = {"quick": ("speed_10k.json",), "full": ("speed_10k.json", "speed_100k.json")}
+
+
+def bench_run(tree: Path, size: str) -> dict[str, dict[str, Any]]:
+    """One run of the speed bench from ``tree``: its result per file written."""
     with tempfile.TemporaryDirectory(prefix="msbench-abba-run-") as out:
-        command = [sys.executable, "-m", "bench", "run", "--size", "quick", "--only", "speed",
+        command = [sys.executable, "-m", "bench", "run", "--size", size, "--only", "speed",
                    "--engines", "none", "--results", out]  # fmt: skip
         done = subprocess.run(command, cwd=str(tree), env=tree_env(tree).copy()
                               | {"PYTHONPATH": str(tree / "src")}, capture_output=True,
                               text=True)  # fmt: skip
         if done.returncode != 0:
             raise SystemExit(f"bench in {tree} failed: {done.stderr[-2000:]}")
-        result: dict[str, Any] = json.loads((Path(out) / "speed_10k.json").read_text())
-    return result
+        return {name: json.loads((Path(out) / name).read_text()) for name in BENCH_FILES[size]}
 
 
-def bench(trees: dict[str, Path], rounds: int) -> dict[str, Any]:
-    from bench.engines import CASES
+def _figures(result: dict[str, Any], cases: tuple[str, ...]) -> dict[str, tuple[float, float]]:
+    """Per figure of one result file, erstwhile's value and the ratio compared (lower is
+    better): each search case's p50 over the floor's p50 of the same run; ingest, as
+    seconds per record (its records/s inverted); a fresh process's first search."""
     from bench.speed import ERSTWHILE
+
+    figures: dict[str, tuple[float, float]] = {}
+    for case in cases:
+        entries = result["cases"][case]
+        floor = next(v for k, v in entries.items() if k.startswith("floor"))
+        ours = entries[ERSTWHILE]["p50_ms"]
+        figures[case] = (ours, ours / floor["p50_ms"])
+    ingest = result["ingest"][ERSTWHILE]
+    figures["ingest_s_per_1k_records"] = (1000 / ingest["records_per_s"],) * 2
+    cold = ingest.get("cold_process", {}).get("first_search_s")
+    if cold is not None:
+        figures["cold_first_search_s"] = (cold, cold)
+    return figures
+
+
+def bench(trees: dict[str, Path], rounds: int, size: str) -> dict[str, Any]:
+    from bench.engines import CASES
 
     before, after = list(trees)
     order: list[str] = []
     for r in range(rounds):
         order += [before, after] if r % 2 == 0 else [after, before]
-    ratios: dict[str, dict[str, float]] = {case: {} for case in CASES}
-    p50: dict[str, dict[str, float]] = {case: {} for case in CASES}
+    ratios: dict[str, dict[str, float]] = {}
+    values: dict[str, dict[str, float]] = {}
     seen = {before: 0, after: 0}
     for name in order:
         seen[name] += 1
         label = f"{name}{seen[name]}"
-        result = bench_run(trees[name])
-        for case in CASES:
-            entries = result["cases"][case]
-            floor = next(v for k, v in entries.items() if k.startswith("floor"))
-            ours = entries[ERSTWHILE]
-            ratios[case][label] = round(ours["p50_ms"] / floor["p50_ms"], 4)
-            p50[case][label] = ours["p50_ms"]
-        print(f"  bench {label}: " + ", ".join(f"{c} {ratios[c][label]}" for c in CASES),
+        for file, result in bench_run(trees[name], size).items():
+            for figure, (value, ratio) in _figures(result, CASES).items():
+                key = f"{file.removesuffix('.json')}:{figure}"
+                ratios.setdefault(key, {})[label] = round(ratio, 4)
+                values.setdefault(key, {})[label] = value
+        print(f"  bench {label}: " + ", ".join(f"{k} {v[label]}" for k, v in ratios.items()),
               file=sys.stderr, flush=True)  # fmt: skip
     cases: dict[str, Any] = {}
-    for case in CASES:
+    for key, per_run in ratios.items():
         med = {
-            n: statistics.median(v for k, v in ratios[case].items() if k.rstrip("0123456789") == n)
+            n: statistics.median(v for k, v in per_run.items() if k.rstrip("0123456789") == n)
             for n in (before, after)
         }
-        cases[case] = {
-            "ratio_per_run": ratios[case],
+        cases[key] = {
+            "ratio_per_run": per_run,
             f"median_{before}": round(med[before], 4),
             f"median_{after}": round(med[after], 4),
             "change_pct": change(med[before], med[after]),
-            "p50_ms_per_run": p50[case],
+            "value_per_run": values[key],
         }
     return {
         "method": (
             "the speed bench from each tree, PYTHONPATH=<tree>/src, in the order "
             + " ".join(order)
-            + "; erstwhile (SQLite) p50 / floor p50 of the same run, median per tree"
+            + "; per search case erstwhile (SQLite) p50 / floor p50 of the same run, ingest"
+            " seconds per 1,000 records and a fresh process's first search as measured;"
+            " median per tree"
         ),
-        "command": "python -m bench run --size quick --only speed --engines none",
+        "command": f"python -m bench run --size {size} --only speed --engines none",
         "runs_each": rounds,
         "cases": cases,
     }
@@ -236,7 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--after", type=Path, default=REPO)
     parser.add_argument("--rounds", type=int, default=5, help="paired rounds (0: skip)")
     parser.add_argument("--bench-rounds", type=int, default=5, help="speed-bench runs per tree")
-    parser.add_argument("--size", type=int, default=10_000)
+    parser.add_argument("--bench-size", choices=sorted(BENCH_FILES), default="quick",
+                        help="the speed bench's --size (full: 10k and 100k)")  # fmt: skip
+    parser.add_argument("--size", type=int, default=10_000, help="the paired stores' records")
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--out", type=Path, help="write the JSON here (default: stdout)")
     args = parser.parse_args(argv)
@@ -250,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {
         "what": "search speed of two trees, interleaved in one sitting (SQLite store)",
         "reproduce": "python -m bench.abba --before <tree> --after <tree> "
-        f"--rounds {args.rounds} --bench-rounds {args.bench_rounds}",
+        f"--rounds {args.rounds} --bench-rounds {args.bench_rounds} --size {args.size}"
+        f" --bench-size {args.bench_size}",
         "commits": {name: git_commit(tree) for name, tree in trees.items()},
         "load_average_start": [round(x, 2) for x in os.getloadavg()],
     }
@@ -260,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
                                          for c, v in result["paired"]["cases"].items()}),
               file=sys.stderr, flush=True)  # fmt: skip
     if args.bench_rounds:
-        result["bench"] = bench(trees, args.bench_rounds)
+        result["bench"] = bench(trees, args.bench_rounds, args.bench_size)
     result["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     result["seconds"] = round(time.time() - started, 1)
     text = json.dumps(result, indent=2)

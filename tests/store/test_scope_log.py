@@ -5,14 +5,22 @@ change must be there once (a real file)."""
 
 from __future__ import annotations
 
+import random
 import sqlite3
 from collections import Counter
+from contextlib import suppress
+from functools import partial
 from pathlib import Path
 
+import pytest
+from tests.support.raw import merges_settled
+
 import erstwhile
+from erstwhile.domain.errors import WriteConflict
 from erstwhile.domain.records import Record
 from erstwhile.embedding import HashEmbedder
 from erstwhile.store.sql.rows import row_values
+from erstwhile.store.sqlite import lexical_merge, scope_cache
 
 
 def _open(path: Path) -> erstwhile.Memory:
@@ -109,3 +117,80 @@ def test_the_scope_copy_sees_records_written_after_it_was_built(tmp_path: Path) 
     found = memory.search("ns", "note", filter={"room": "room-1"}, top_k=50)
     assert "late" in {hit.record.id for hit in found.hits}
     memory.close()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_copy_behind_the_pruned_log_loads_itself_whole(
+    tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each lexical merge prunes the log to its newest entries (here 4, or one per
+    record: ``scope_cache.LOG_KEEP``, lowered). A second handle's scope copy and past
+    vectors, built and left behind while the first handle writes (rewrites, invalidations,
+    verifications, hard deletes), answer as a handle opened fresh on the file."""
+    monkeypatch.setattr(scope_cache, "LOG_KEEP", 4)
+    monkeypatch.setattr(lexical_merge, "TAIL_ROWS", 6)
+    monkeypatch.setattr(lexical_merge, "TAIL_MAX", 6)
+    rnd = random.Random(seed)
+    path = tmp_path / "m.db"
+    writer, reader = _open(path), _open(path)
+    writer.upsert("ns", _batch(0, 30))
+    live = [f"r{i}" for i in range(30)]
+
+    def answers(m: erstwhile.Memory) -> list[list[tuple[str, float]]]:
+        asked = (("note", {"filter": {"room": "room-1"}}), ("note 7", {"include_historical": True}),
+                 ("note 3", {"as_of": "2024-01-01T00:00:20Z"}))  # fmt: skip
+        return [[(h.record.id, round(h.score, 6)) for h in m.search("ns", q, top_k=50, **o).hits]
+                for q, o in asked]  # fmt: skip
+
+    for _ in range(4):  # the reader's copies are built
+        answers(reader)
+    pruned = 0
+    for step in range(60):
+        chosen = rnd.choice(live)
+        action = rnd.randrange(4)
+        if action == 0:
+            writer.upsert("ns", [{"id": chosen, "content": f"note {step} again",
+                                  "metadata": {"room": f"room-{step % 3}"}}])  # fmt: skip
+        elif action == 1:
+            with suppress(WriteConflict):  # a superseded version's validity is closed
+                writer.invalidate("ns", chosen)
+        elif action == 2:
+            writer.verify("ns", chosen, "ana")
+        elif len(live) > 5:
+            writer.delete("ns", chosen, hard=True)
+            live.remove(chosen)
+        merges_settled(writer)
+        if step % 5 == 4:
+            with sqlite3.connect(path) as conn:
+                (first,) = conn.execute("SELECT min(seq) FROM scope_log").fetchone()
+            pruned = max(pruned, first - 1)
+            fresh = _open(path)
+            assert answers(reader) == answers(fresh)
+            fresh.close()
+    assert pruned > 0, "no merge pruned the log"
+    writer.close()
+    reader.close()
+
+
+def test_a_copy_whose_next_entries_were_pruned_sees_every_change(tmp_path: Path) -> None:
+    """Pruned harder than a merge ever does (the newest entry kept alone), a copy two
+    changes behind cannot catch up from the log: it notices and loads itself whole."""
+    path = tmp_path / "m.db"
+    writer, reader = _open(path), _open(path)
+    writer.upsert("ns", _batch(0, 200))
+
+    def answers(m: erstwhile.Memory) -> list[str]:
+        found = m.search("ns", "note", top_k=300, filter={"room": "room-1"})
+        return [h.record.id for h in found.hits]
+
+    for _ in range(4):  # the reader's copy is built
+        answers(reader)
+    writer.invalidate("ns", "r1")  # in room-1: it leaves the current answer
+    writer.verify("ns", "r5", "ana")
+    store = writer.service.store
+    assert store.db.write(partial(scope_cache.prune_log, keep=1)) > 0  # type: ignore[attr-defined]
+    fresh = _open(path)
+    assert "r1" not in answers(fresh)
+    assert answers(reader) == answers(fresh)
+    for memory in (fresh, writer, reader):
+        memory.close()

@@ -1,6 +1,28 @@
 """Storage: one SQL store (``sql/``) and a dialect per backend (``sqlite/``,
 ``postgres/``). All SQL, every driver import, and all knowledge of which backend a
-target names live under this package and nowhere else."""
+target names live under this package and nowhere else.
+
+The copies a process keeps of what the database holds, and the change feed each
+follows to stay current (every copy is rebuilt from the database when its feed cannot
+say what changed; none can change an answer):
+
+- SQLite's vector matrix (``sqlite/vectors.py``) reads ``vectors`` past its last
+  ``seq``: each vector row carries the seq of its last write (a withdrawn one stays, of
+  no dimensions) and a hard delete logs its record in ``vector_erasures``, so a refresh
+  is one range scan that hands over the vectors themselves; the embed job writes
+  vectors without touching their records, which a log of records would miss.
+- SQLite's scope copy and past-vector copy (``sqlite/scope_cache.py``,
+  ``sqlite/past_vectors.py``) read ``scope_log``, the rowids of records whose row was
+  inserted, updated or deleted: a record's change touches several tables (tags,
+  metadata, past versions) that carry no seq of their own. Each lexical merge prunes it
+  (``scope_cache.prune_log``).
+- SQLite's lexical tail (``sqlite/lexical_tail.py``) is not a log but the documents not
+  merged yet, in order: the process's copy reads the rows past the last it read, and a
+  merge removes the first ones.
+- PostgreSQL's scope copy (``postgres/scope_copy.py``) compares the ``xid`` each row
+  carries with the search's snapshot: a sequence there is not in commit order (a
+  transaction that commits later can hold a lower value), which every SQLite feed
+  relies on (one writer at a time)."""
 
 from __future__ import annotations
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from erstwhile.store.sql.dialect import chunks
 from erstwhile.store.sql.scoring import rescored
+from erstwhile.store.sqlite.scope_cache import changes_since
 
 #: The copy is built on a process's third ``known_at`` semantic search.
 WARM_AFTER = 3
@@ -113,13 +114,12 @@ class PastVectors:
     def _refresh(self, conn: sqlite3.Connection, embedder_id: str, dimensions: int) -> _Kept:
         kept = self._kept.get(embedder_id)
         seq = self._seq.get(embedder_id, -1)
-        changes, top = conn.execute(
-            "SELECT count(*), max(seq) FROM scope_log WHERE seq > ?", (seq,)
-        ).fetchone()
+        changes, top, pruned = changes_since(conn, seq)
         if kept is not None and kept.dimensions == dimensions and not changes:
             return kept
         if (
             kept is None
+            or pruned
             or kept.dimensions != dimensions
             or changes > max(_RELOAD_MIN, len(kept.slot))
         ):

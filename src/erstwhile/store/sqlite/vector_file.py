@@ -6,11 +6,11 @@ them costs a pass over its bytes. The copy is a cache of the file and never a se
 truth (SPEC §12), with its commit point in the database: a save writes its files under
 a fresh token, fsyncs and renames them, and only then records in ``vector_copies``
 (migration m017) the token, the ``vectors.seq`` the copy holds every vector up to, its
-row count and a CRC-32 of every byte of its files. A process adopts a copy only when
-that row names it and the bytes it reads have that checksum (a torn, bit-flipped,
-truncated or older file fails one or the other), then reads every vector written
-since from the table; anything else is rebuilt from the table. Deleting the directory
-loses nothing.
+row count and a checksum of every byte of its files (XXH3, 64 bits: :func:`_summer`).
+A process adopts a copy only when that row names it and the bytes it reads have that
+checksum (a torn, bit-flipped, truncated or older file fails one or the other), then
+reads every vector written since from the table; anything else is rebuilt from the
+table. Deleting the directory loses nothing.
 
 A hard delete erases its record from every copy before it returns (:func:`erase`, in
 the delete's own transaction): it logs the record in ``vector_erasures`` under a new
@@ -38,7 +38,6 @@ import io
 import os
 import secrets
 import sqlite3
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +45,7 @@ from typing import Any
 from zipfile import BadZipFile
 
 import numpy as np
+import xxhash
 
 try:
     import fcntl
@@ -56,7 +56,7 @@ except ImportError:  # no flock (Windows): no copies are saved, every matrix is 
 SAVE_MIN = 10_000
 #: The environment variable a test sets to save smaller matrices (read at open).
 SAVE_MIN_ENV = "ERSTWHILE_TEST_VECTOR_SAVE_MIN"
-FORMAT = 4
+FORMAT = 5  # 5: XXH3 checksums (4: CRC-32)
 #: Rows of room an adopted matrix has past its vectors, as a share of them (pages not
 #: touched until written): the vectors written since the save go there instead of
 #: growing the matrix by a copy.
@@ -80,6 +80,19 @@ def folder(database: str) -> Path | None:
 
 def _name(embedder_id: str) -> str:
     return hashlib.sha256(embedder_id.encode()).hexdigest()[:24]
+
+
+def _summer() -> Any:
+    """The checksum a copy's bytes are summed with, in the order written: XXH3 (64
+    bits), ~5x faster than CRC-32 here (154 MB: 40 ms against 230 ms), which a fresh
+    process pays on every byte it adopts."""
+    return xxhash.xxh3_64()
+
+
+def _signed(summer: Any) -> int:
+    """The sum as SQLite's signed 64-bit INTEGER holds it."""
+    value = int(summer.intdigest())
+    return value - (1 << 64) if value >= 1 << 63 else value
 
 
 @dataclass(frozen=True)
@@ -139,17 +152,18 @@ def write(where: Path, snapshot: Snapshot) -> Written | None:
         where.mkdir(exist_ok=True)
         lock = open(base + ".lock", "wb")  # noqa: SIM115 - held until the commit
         fcntl.flock(lock, fcntl.LOCK_EX)
-        checksum = _write_file(base + ".rows.npy", _rows_parts(snapshot), 0)
-        checksum = _write_file(base + ".rowids.npy", iter([_npy(snapshot.rowids)]), checksum)
+        summer = _summer()
+        _write_file(base + ".rows.npy", _rows_parts(snapshot), summer)
+        _write_file(base + ".rowids.npy", iter([_npy(snapshot.rowids)]), summer)
         if snapshot.index is not None:
-            checksum = _write_file(base + ".ivf.npz", iter([_ivf(snapshot.index)]), checksum)
+            _write_file(base + ".ivf.npz", iter([_ivf(snapshot.index)]), summer)
         _fsync_folder(where)
     except OSError:
         _remove(where, _name(snapshot.embedder_id), {token})
         if lock is not None:
             lock.close()
         return None
-    return Written(token, checksum, lock)
+    return Written(token, _signed(summer), lock)
 
 
 def _rows_parts(snapshot: Snapshot) -> Iterator[memoryview]:
@@ -185,15 +199,14 @@ def _ivf(index: IndexParts) -> memoryview:
     return out.getbuffer()
 
 
-def _write_file(path: str, parts: Iterator[memoryview], checksum: int) -> int:
+def _write_file(path: str, parts: Iterator[memoryview], summer: Any) -> None:
     temporary = path + ".tmp"
     with open(temporary, "wb", buffering=0) as out:
         for part in parts:
-            checksum = zlib.crc32(part, checksum)
+            summer.update(part)
             out.write(part)
         os.fsync(out.fileno())
     os.replace(temporary, path)
-    return checksum
 
 
 def _fsync_folder(where: Path) -> None:
@@ -342,13 +355,14 @@ def load(where: Path, conn: sqlite3.Connection, embedder_id: str, dimensions: in
         return None
     base = f"{where / _name(embedder_id)}.{token}"
     try:  # every byte checked before any is parsed
-        rows, summed = _read_rows(base + ".rows.npy", int(count), dimensions)
+        summer = _summer()
+        rows = _read_rows(base + ".rows.npy", int(count), dimensions, summer)
         listed = Path(base + ".rowids.npy").read_bytes()
-        summed = zlib.crc32(listed, summed)
+        summer.update(listed)
         lists = Path(base + ".ivf.npz").read_bytes() if os.path.exists(base + ".ivf.npz") else None
         if lists is not None:
-            summed = zlib.crc32(lists, summed)
-        if summed != int(checksum):
+            summer.update(lists)
+        if _signed(summer) != int(checksum):
             return None
         rowids = np.load(io.BytesIO(listed))
         if rowids.shape != (int(count),) or rowids.dtype != np.int64:
@@ -361,8 +375,9 @@ def load(where: Path, conn: sqlite3.Connection, embedder_id: str, dimensions: in
     return Saved(int(seq), rows, rowids, index)
 
 
-def _read_rows(path: str, count: int, dimensions: int) -> tuple[np.ndarray, int]:
-    """The saved rows, read into a matrix with room past them, and their checksum."""
+def _read_rows(path: str, count: int, dimensions: int, summer: Any) -> np.ndarray:
+    """The saved rows, read into a matrix with room past them, every byte read summed
+    into ``summer``."""
     with open(path, "rb", buffering=0) as source:
         head = io.BytesIO(source.read(4096))
         version = np.lib.format.read_magic(head)
@@ -372,7 +387,7 @@ def _read_rows(path: str, count: int, dimensions: int) -> tuple[np.ndarray, int]
         if shape != (count, dimensions) or fortran or dtype != np.dtype("<f4"):
             raise ValueError("not the recorded shape")
         offset = head.tell()
-        summed = zlib.crc32(head.getbuffer()[:offset])
+        summer.update(head.getbuffer()[:offset])
         source.seek(offset)
         rows = np.empty((count + max(1024, int(count * HEADROOM)), dimensions), np.float32)
         data = rows[:count].data.cast("B")
@@ -385,10 +400,10 @@ def _read_rows(path: str, count: int, dimensions: int) -> tuple[np.ndarray, int]
                 if not read:
                     raise EOFError("the rows file is short")
                 got += read
-            summed = zlib.crc32(part, summed)
+            summer.update(part)
         if source.read(1):
             raise ValueError("the rows file is long")
-    return rows, summed
+    return rows
 
 
 def _load_index(blob: bytes, rowids: np.ndarray, dimensions: int) -> IndexParts | None:
