@@ -6,6 +6,7 @@ answers, tokens) and its budget (``max_calls``, ``max_tokens``), on both backend
 from __future__ import annotations
 
 import json
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -213,6 +214,29 @@ def test_a_bad_budget_is_refused_naming_the_field(
     with pytest.raises(InvalidInput) as refused:
         erstwhile.open(str(tmp_path / "c.db"), extractor={"provider": "heuristic", **budget})
     assert f"extraction.{field}" in refused.value.message
+
+
+def test_a_command_extractor_reports_calls_and_failures_and_no_tokens(
+    tmp_path: Path, store_target: str
+) -> None:
+    program = tmp_path / "model.py"
+    program.write_text(
+        "import json, sys\n"
+        "text = json.load(sys.stdin)['text']\n"
+        "if 'FAIL' in text: sys.exit(3)\n"
+        "json.dump({'entities': [{'name': text.split()[0], 'kind': 'person'}]}, sys.stdout)\n"
+    )
+    config = {"provider": "command", "command": [sys.executable, str(program)]}
+    with erstwhile.open(store_target, embedder="none", background_jobs=False,
+                        extractor=config) as m:  # fmt: skip
+        add_notes(m, ["Ada works on Apollo", "Ken works on Unix", "FAIL here"])
+        with pytest.raises(ProviderFailed):
+            m.extract("ns")
+        (job,) = [job_json(j) for j in m.service.jobs("ns")]
+    assert (job["state"], job["done"]) == ("failed", 2)
+    usage = job["usage"]
+    assert (usage["calls"], usage["failed"], usage["retries"], usage["unreadable"]) == (3, 1, 0, 0)
+    assert (usage["tokens_in"], usage["tokens_out"]) == (None, None)
 
 
 def test_the_budget_is_read_from_the_environment_too(monkeypatch: pytest.MonkeyPatch) -> None:
