@@ -26,6 +26,7 @@ from erstwhile.domain.graph import Entity, Mention, Relationship
 from erstwhile.domain.ledger import ChangesPage, LedgerEntry
 from erstwhile.domain.records import Record, UpsertResult
 from erstwhile.domain.search import ExpireAction, ExpireRequest, SearchRequest, SearchResult
+from erstwhile.extraction.usage import Budget
 from erstwhile.jobs.mining import MineRequest
 from erstwhile.service import LOCAL_ACTOR, Service
 from erstwhile.service_graph import NameLike
@@ -186,11 +187,17 @@ class Caller:
     # -- jobs -----------------------------------------------------------------
 
     def start_job(
-        self, job_type: str, namespace: str, mine: MineRequest | None = None
+        self,
+        job_type: str,
+        namespace: str,
+        mine: MineRequest | None = None,
+        budget: Budget | None = None,
     ) -> dict[str, Any]:
-        """Starts a job (admin): a ``mine`` job reads a folder on the server's machine."""
+        """Starts a job (admin): a ``mine`` job reads a folder on the server's machine;
+        an ``extract`` job keeps to ``budget``."""
         self.require(Capability.ADMIN, namespace)
-        job_id = self.service.start_job(job_type, namespace, mine, actor=self.actor)
+        job_id = self.service.start_job(job_type, namespace, mine, actor=self.actor,
+                                        budget=budget)  # fmt: skip
         return self.service.job(job_id)
 
     def job(self, job_id: int) -> dict[str, Any]:

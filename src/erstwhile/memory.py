@@ -24,7 +24,8 @@ from erstwhile.domain.time import parse_instant
 from erstwhile.domain.validation import parse_model
 from erstwhile.domain.vectors import unit_rows
 from erstwhile.embedding.binding import EmbedderBinding, EmbedderSpec, build_embedder
-from erstwhile.extraction.registry import ExtractorSpec, build_extractor
+from erstwhile.extraction.registry import ExtractorSpec, build_budget, build_extractor
+from erstwhile.extraction.usage import Budget
 from erstwhile.gc_pause import gc_paused
 from erstwhile.jobs import job_json
 from erstwhile.jobs.batches import DEFAULT_BATCH_SIZE
@@ -318,9 +319,20 @@ class Memory:
 
     # -- the knowledge graph ------------------------------------------------------
 
-    def extract(self, namespace: str, *, progress: Progress | None = None) -> ExtractReport:
-        """Reads the namespace's notes and mined records into the graph now."""
-        return self.service.extract(namespace, progress=progress)
+    def extract(
+        self,
+        namespace: str,
+        *,
+        progress: Progress | None = None,
+        max_calls: int | None = None,
+        max_tokens: int | None = None,
+    ) -> ExtractReport:
+        """Reads the namespace's notes and mined records into the graph now, within a
+        budget: ``max_calls`` provider calls and ``max_tokens`` tokens (each unset: the
+        extractor config's, else none). A job that reaches one stops cleanly, its
+        report's ``stopped`` saying why; the next one carries on."""
+        budget = parse_model(Budget, {"max_calls": max_calls, "max_tokens": max_tokens})
+        return self.service.extract(namespace, progress=progress, budget=budget)
 
     def assert_fact(
         self,
@@ -401,12 +413,13 @@ def open_memory(
     default = build_embedder(embedder, cache_size)
     overrides = {ns: build_embedder(spec, cache_size) for ns, spec in (embedders or {}).items()}
     chosen, min_confidence = build_extractor(extractor)
+    budget = build_budget(extractor)
     opened = store.open_store(resolve_target(target), create=create, options=storage)
     binding = EmbedderBinding(default, overrides)
     return Memory(
         Service(
             opened, binding, background_jobs=background_jobs, policy=policy, extractor=chosen,
             min_confidence=min_confidence, text_search=text_search,
-            reranker=build_reranker(reranker),
+            reranker=build_reranker(reranker), budget=budget,
         )
     )  # fmt: skip

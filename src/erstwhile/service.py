@@ -57,6 +57,7 @@ from erstwhile.embedding.base import Embedder
 from erstwhile.embedding.binding import EmbedderBinding, check_dimensions
 from erstwhile.extraction.base import Extractor
 from erstwhile.extraction.config import DEFAULT_MIN_CONFIDENCE
+from erstwhile.extraction.usage import Budget
 from erstwhile.jobs.embed import (
     BackgroundEmbedder,
     JobReport,
@@ -126,6 +127,7 @@ class Service(GraphMethods):
         text_search: Mapping[str, str] | None = None,
         clock: Callable[[], int] = now_us,
         reranker: Reranker | None = None,
+        budget: Budget | None = None,
     ) -> None:
         """``text_search`` binds namespaces to a text-search language (SPEC §2;
         :mod:`erstwhile.domain.words`): a namespace indexed in another is re-indexed
@@ -139,6 +141,8 @@ class Service(GraphMethods):
         self.reranker = reranker
         self.extractor = extractor
         self.min_confidence = min_confidence
+        #: every extract job's budget, unless the one who starts it sets its own
+        self.budget = budget or Budget()
         self._job_locks = NamespaceLocks()
         self._extract_locks = NamespaceLocks()
         self._assert_lock = threading.Lock()
@@ -429,10 +433,12 @@ class Service(GraphMethods):
         mine: MineRequest | None = None,
         *,
         actor: str = LOCAL_ACTOR,
+        budget: Budget | None = None,
     ) -> int:
         """Starts an ``embed``, ``extract``, ``reindex`` or ``mine`` job (``mine`` says what
-        to mine) on its own thread and returns the id of its job row as soon as it has one;
-        ``jobs()`` follows it from there."""
+        to mine; ``budget`` an extract job's limits, over the configured ones) on its own
+        thread and returns the id of its job row as soon as it has one; ``jobs()``
+        follows it from there."""
         if job_type not in JOB_TYPES:
             raise InvalidInput(
                 f"type {quoted(job_type)} is not a job erstwhile runs; use one of "
@@ -444,6 +450,11 @@ class Service(GraphMethods):
                 "path is required for a mine job (the folder to mine)"
                 if job_type == "mine"
                 else f"path, include, exclude and source apply to mine jobs only, not {job_type}"
+            )
+        if budget is not None and budget != Budget() and job_type != "extract":
+            raise InvalidInput(
+                f"max_calls and max_tokens apply to extract jobs only, not {job_type}; "
+                "leave them out"
             )
         if mine is not None:
             mine.folder()  # refused now, before a job row exists, when it is not a folder
@@ -462,7 +473,8 @@ class Service(GraphMethods):
                     run_extract_job(store, namespace, extractor,
                                     min_confidence=self.min_confidence, clock=self.clock,
                                     lock=self._extract_locks(namespace),
-                                    stop=self._jobs.stop)  # fmt: skip
+                                    stop=self._jobs.stop,
+                                    budget=(budget or Budget()).or_else(self.budget))  # fmt: skip
                 else:
                     self._embed(store, namespace, progress=None, reindex=job_type == "reindex")
             except ErstwhileError as error:
@@ -521,7 +533,8 @@ class Service(GraphMethods):
         ):  # a job row only when there is work: writes queue this often
             run_extract_job(self.store, namespace, self.extractor,
                             min_confidence=self.min_confidence, clock=self.clock,
-                            lock=self._extract_locks(namespace), stop=self._jobs.stop)  # fmt: skip
+                            lock=self._extract_locks(namespace), stop=self._jobs.stop,
+                            budget=self.budget)  # fmt: skip
 
     def _queue_if_backlog(self, namespace: str) -> None:
         if self.background is None:

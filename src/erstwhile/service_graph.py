@@ -25,6 +25,7 @@ from erstwhile.domain.search import Expand, Hit, SearchRequest
 from erstwhile.domain.time import Window
 from erstwhile.extraction.base import Extractor
 from erstwhile.extraction.resolution import Resolver, plan
+from erstwhile.extraction.usage import Budget
 from erstwhile.jobs.embed import NamespaceLocks, Progress
 from erstwhile.jobs.extract import ExtractReport, run_extract_job
 from erstwhile.jobs.rows import JobThreads
@@ -61,6 +62,7 @@ class GraphMethods:
     clock: Callable[[], int]
     extractor: Extractor | None
     min_confidence: float
+    budget: Budget
     _extract_locks: NamespaceLocks
     _jobs: JobThreads
     # asserted writes resolve against the graph, then write: one at a time per namespace
@@ -170,14 +172,17 @@ class GraphMethods:
 
     # -- the extract job --------------------------------------------------------------
 
-    def extract(self, namespace: str, *, progress: Progress | None = None) -> ExtractReport:
-        """Reads the namespace's extraction backlog into the graph now (and sweeps)."""
+    def extract(
+        self, namespace: str, *, progress: Progress | None = None, budget: Budget | None = None
+    ) -> ExtractReport:
+        """Reads the namespace's extraction backlog into the graph now (and sweeps),
+        within ``budget`` (its unset limits: the configured ones)."""
         validate_namespace(namespace)
         extractor = self._require_extractor(namespace)
         return run_extract_job(
             self.store, namespace, extractor, min_confidence=self.min_confidence,
             progress=progress, clock=self.clock, lock=self._extract_locks(namespace),
-            stop=self._jobs.stop,
+            stop=self._jobs.stop, budget=(budget or Budget()).or_else(self.budget),
         )  # fmt: skip
 
     def _require_extractor(self, namespace: str) -> Extractor:

@@ -61,6 +61,7 @@ def test_http_protocol_and_normalisation(server: FakeServer) -> None:
     [
         chat("Sure! Ada works on Apollo."),  # the model chatted instead of answering JSON
         chat('["a", "list"]'),  # JSON, but not the object asked for
+        {"choices": [{"message": {"content": {"entities": []}}}]},  # content not text
         {"unexpected": "shape"},  # no choices
         "<html>gateway says hi</html>",  # not JSON at all
     ],

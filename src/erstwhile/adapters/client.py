@@ -263,13 +263,24 @@ class Client:
     def _ns(self, namespace: str) -> str:
         return f"/v1/namespaces/{_segment(namespace)}"
 
-    def extract(self, namespace: str, *, progress: Progress | None = None) -> ExtractReport:
-        """Runs the extract job on the server and waits for it (admin)."""
-        job = self._follow_job("extract", namespace, progress)
+    def extract(
+        self,
+        namespace: str,
+        *,
+        progress: Progress | None = None,
+        max_calls: int | None = None,
+        max_tokens: int | None = None,
+    ) -> ExtractReport:
+        """Runs the extract job on the server, within a budget if given (each limit
+        unset: the server's ``[extraction]`` one), and waits for it (admin)."""
+        budget = {"max_calls": max_calls, "max_tokens": max_tokens}
+        job = self._follow_job("extract", namespace, progress,
+                               {k: v for k, v in budget.items() if v is not None})  # fmt: skip
         audit = self.audit(namespace)
         return ExtractReport(
-            job["id"], namespace, audit["extractor"], job["done"], 0, audit["extraction_backlog"]
-        )
+            job["id"], namespace, audit["extractor"], job["done"], 0, audit["extraction_backlog"],
+            job.get("usage"), job.get("stopped"),
+        )  # fmt: skip
 
     def assert_fact(
         self,
@@ -318,11 +329,16 @@ class Client:
         return [Mention.from_json(item) for item in self._call("GET", path).json()["mentions"]]
 
     def _follow_job(
-        self, job_type: str, namespace: str, progress: Progress | None
+        self,
+        job_type: str,
+        namespace: str,
+        progress: Progress | None,
+        options: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Starts a job on the server and waits until it ends; its final row."""
+        """Starts a job on the server (``options``: more fields of its request) and
+        waits until it ends; its final row."""
         job: dict[str, Any] = self._call(
-            "POST", "/v1/jobs", {"type": job_type, "namespace": namespace}
+            "POST", "/v1/jobs", {"type": job_type, "namespace": namespace, **(options or {})}
         ).json()
         wait = JOB_POLL_SECONDS[0]
         while job["state"] == "running":

@@ -20,6 +20,7 @@ from erstwhile.domain.errors import ErstwhileError, Forbidden, InvalidInput
 from erstwhile.domain.records import NAMESPACE_PATTERN, Instant, Record, RecordInput
 from erstwhile.domain.search import ExpireRequest, SearchRequest
 from erstwhile.domain.validation import as_invalid_input, parse_model, quoted
+from erstwhile.extraction.usage import MAX_CALLS, MAX_TOKENS, Budget
 from erstwhile.jobs import job_json as job_json  # re-exported for the routes
 from erstwhile.jobs.mining import MineRequest
 
@@ -75,6 +76,22 @@ class JobBody(BaseModel):
     source: str | None = Field(
         default=None, description="mine: origin.source of the records (default: the path)."
     )
+    max_calls: int | None = Field(
+        default=None, ge=1, le=MAX_CALLS, strict=True,
+        description="extract: the most provider calls (records shown to it) this job makes"
+        " (default: extraction.max_calls, else none).",
+    )  # fmt: skip
+    max_tokens: int | None = Field(
+        default=None, ge=1, le=MAX_TOKENS, strict=True,
+        description="extract: stop once the tokens the provider reports reach this"
+        " (default: extraction.max_tokens, else none).",
+    )  # fmt: skip
+
+    def budget(self) -> Budget | None:
+        """An extract job's own limits (None when neither is given)."""
+        if self.max_calls is None and self.max_tokens is None:
+            return None
+        return Budget(max_calls=self.max_calls, max_tokens=self.max_tokens)
 
     def mine_request(self, roots: Sequence[str]) -> MineRequest | None:
         """What a mine job mines (``None`` when no mine field is given), refused unless
@@ -219,6 +236,20 @@ class ExpireResponse(BaseModel):
     affected: int
 
 
+class JobUsage(BaseModel):
+    calls: int = Field(description="Provider calls: records shown to it (retries apart).")
+    retries: int = Field(description="Attempts made again after a transport or HTTP error.")
+    failed: int = Field(description="Calls that failed (the provider gave up).")
+    unreadable: int = Field(description="Answers not the JSON asked for: read as nothing found.")
+    tokens_in: int | None = Field(
+        description="Prompt tokens the provider reported; null: it reported none."
+    )
+    tokens_out: int | None = Field(
+        description="Completion tokens the provider reported; null: it reported none."
+    )
+    provider_ms: float = Field(description="Time spent in the provider, retries included.")
+
+
 class Job(BaseModel):
     id: int
     type: str
@@ -227,13 +258,23 @@ class Job(BaseModel):
         description="running, done, failed, or interrupted (its process ended mid-way;"
         " the next job carries on where it stopped)"
     )
-    done: int = Field(description="Records (embed, reindex) or documents (mine) processed so far.")
+    done: int = Field(
+        description="Records (embed, reindex, extract) or documents (mine) processed so far."
+    )
     error: str | None = Field(
         default=None, description="Why it failed or stopped (absent otherwise)."
     )
     created_at: str
     updated_at: str
     owner: str | None = Field(default=None, description='The process running it, "host:pid".')
+    usage: JobUsage | None = Field(
+        default=None, description="extract: what its provider spent (absent for other jobs)."
+    )
+    stopped: str | None = Field(
+        default=None,
+        description="A done job that left records on purpose says why (its budget); the"
+        " next extract job carries on. Absent otherwise.",
+    )
 
 
 class JobList(BaseModel):

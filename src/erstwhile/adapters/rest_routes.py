@@ -435,7 +435,8 @@ def start_job(raw: AdminBody, who: CallerDep, http: Request) -> Response:
     request = parse_body(JobBody, raw)
     who.require(Capability.ADMIN, request.namespace)  # before anything about the path
     mine = request.mine_request(runtime(http).settings.server.mine_roots)
-    return reply(job_json(who.start_job(request.type, request.namespace, mine)), 202)
+    budget = request.budget()
+    return reply(job_json(who.start_job(request.type, request.namespace, mine, budget)), 202)
 
 
 @jobs_router.get(

@@ -47,12 +47,12 @@ def _summary(found: dict[str, Any]) -> Table:
 
 def _jobs(jobs: list[dict[str, Any]]) -> Table:
     table = Table(title="latest jobs")
-    for column in ("id", "type", "state", "done", "updated", "error"):
+    for column in ("id", "type", "state", "done", "updated", "provider", "error or stop"):
         table.add_column(column)
     for job in jobs:
         table.add_row(
             str(job["id"]), job["type"], job["state"], str(job["done"]), job["updated_at"],
-            job.get("error", ""),
+            output.usage_line(job.get("usage")), job.get("error") or job.get("stopped") or "",
         )  # fmt: skip
     return table
 

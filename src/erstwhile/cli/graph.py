@@ -21,29 +21,59 @@ from erstwhile.cli.context import open_memory
 from erstwhile.cli.options import JsonOutput, Namespace
 from erstwhile.domain.graph import Relationship
 from erstwhile.domain.time import format_instant
+from erstwhile.extraction.usage import MAX_CALLS, MAX_TOKENS
 from erstwhile.jobs.embed import Progress
 
 
 def extract(
-    ctx: typer.Context, namespace: Namespace = "default", as_json: JsonOutput = False
+    ctx: typer.Context,
+    namespace: Namespace = "default",
+    max_calls: Annotated[
+        int | None,
+        typer.Option(
+            "--max-calls",
+            min=1,
+            max=MAX_CALLS,
+            metavar="N",
+            help="Stop before the provider call past N (default: extraction.max_calls).",
+        ),
+    ] = None,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-tokens",
+            min=1,
+            max=MAX_TOKENS,
+            metavar="N",
+            help="Stop once the provider's reported tokens reach N "
+            "(default: extraction.max_tokens).",
+        ),
+    ] = None,
+    as_json: JsonOutput = False,
 ) -> None:
     """Read current notes and mined records into the knowledge graph (and close the
-    facts of records that were superseded or invalidated)."""
+    facts of records that were superseded or invalidated), within a budget if given;
+    the next run carries on where a budget stopped it."""
     with open_memory(ctx) as memory:
         bar: AbstractContextManager[Progress | None] = nullcontext(None)
         if not as_json:
             bar = output.progress_bar("extracting")
         with bar as progress:
-            report = memory.extract(namespace, progress=progress)
+            report = memory.extract(namespace, progress=progress, max_calls=max_calls,
+                                    max_tokens=max_tokens)  # fmt: skip
     if as_json:
         output.print_json(dataclasses.asdict(report))
         return
     noun = "record" if report.extracted == 1 else "records"
-    output.console().print(
+    out = output.console()
+    out.print(
         f"extracted {report.extracted} {noun} with {report.extractor_id}; "
         f"closed {report.closed} facts; backlog now {report.remaining}",
         markup=False,
-    )
+    )  # fmt: skip
+    out.print(f"provider: {output.usage_line(report.usage)}", markup=False)
+    if report.stopped:
+        out.print(f"stopped: {report.stopped}", markup=False)
 
 
 def _edge_row(edge: Relationship, names: dict[str, str]) -> list[str]:

@@ -99,6 +99,24 @@ def embedder_note(embedder_id: str, ranking: str | None = None) -> str:
 # -- instants and status ---------------------------------------------------------
 
 
+def usage_line(usage: dict[str, Any] | None) -> str:
+    """An extract job's provider figures in one line ("-" for a job without any):
+    calls, retries, failed and unreadable answers, tokens (unknown when the provider
+    reported none) and time in the provider."""
+    if not usage:
+        return "-"
+    tokens_in, tokens_out = usage.get("tokens_in"), usage.get("tokens_out")
+    tokens = (
+        "tokens unknown"
+        if tokens_in is None and tokens_out is None
+        else f"tokens {tokens_in or 0} in / {tokens_out or 0} out"
+    )
+    return (
+        f"{usage['calls']} calls ({usage['retries']} retried, {usage['failed']} failed, "
+        f"{usage['unreadable']} unreadable), {tokens}, {usage['provider_ms'] / 1000:.2f} s"
+    )
+
+
 def moment(value: datetime | None) -> str:
     """A compact, copy-pasteable instant: a date at midnight UTC, else to the second."""
     if value is None:

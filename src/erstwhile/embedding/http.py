@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any, ClassVar, Self
 
 import httpx
@@ -65,9 +66,17 @@ class HttpClient:
         """The base URL without user info or query, safe to show."""
         return _display(self.base_url)
 
-    def post_json(self, path: str, payload: dict[str, Any], *, raw: bool = False) -> Any:
+    def post_json(
+        self,
+        path: str,
+        payload: dict[str, Any],
+        *,
+        raw: bool = False,
+        on_retry: Callable[[], None] | None = None,
+    ) -> Any:
         """POST ``payload`` to ``base_url + path`` and return the decoded JSON reply
-        (``raw``: the reply's text, for a caller that reads a bad reply its own way)."""
+        (``raw``: the reply's text, for a caller that reads a bad reply its own way);
+        ``on_retry`` is told of each attempt made again."""
         url = self.base_url + path
         failure = "no attempt made"
         for attempt in range(1, self._max_attempts + 1):
@@ -105,6 +114,8 @@ class HttpClient:
                     delay,
                 )
                 time.sleep(delay)
+                if on_retry is not None:
+                    on_retry()
         raise ProviderFailed(
             self._message(path, f"gave up after {self._max_attempts} attempts: {failure}")
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from erstwhile.extraction.base import DEFAULT_MAX_CHARS
+from erstwhile.extraction.usage import Budget, CallLimit, TokenLimit
 
 DEFAULT_MIN_CONFIDENCE = 0.5
 
@@ -29,3 +30,9 @@ class ExtractorConfig(BaseModel):
     max_chars: int = Field(default=DEFAULT_MAX_CHARS, gt=0)
     max_attempts: int = Field(default=4, ge=1, le=10)
     backoff_base: float = Field(default=0.5, ge=0)
+    #: an extract job's budget (:mod:`erstwhile.extraction.usage`); unset: none
+    max_calls: CallLimit | None = None
+    max_tokens: TokenLimit | None = None
+
+    def budget(self) -> Budget:
+        return Budget(max_calls=self.max_calls, max_tokens=self.max_tokens)

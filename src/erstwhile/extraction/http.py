@@ -7,6 +7,10 @@ truncated body), or passes a bound of :mod:`erstwhile.extraction.answers` (nesti
 size, a number or a string out of range), is logged and read as "nothing found":
 failing would block every record behind it on every sweep. Transport failures and
 HTTP errors are retried and then fail the job (:class:`~erstwhile.embedding.http.HttpClient`).
+
+Each call adds to the job's :class:`~erstwhile.extraction.usage.Usage`: its retries,
+the reply's ``usage`` tokens when the server sends them (a reply read as nothing
+found still cost them), and whether the answer was unreadable.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from erstwhile.embedding.http import HttpClient
 from erstwhile.extraction.answers import parse_answer
 from erstwhile.extraction.base import DEFAULT_MAX_CHARS, Extractor
 from erstwhile.extraction.config import ExtractorConfig
+from erstwhile.extraction.usage import Usage, read_usage
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +71,9 @@ class HttpExtractor(Extractor):
         )  # fmt: skip
 
     def _extract(self, text: str) -> Any:
+        return self._extract_counted(text, Usage())
+
+    def _extract_counted(self, text: str, usage: Usage) -> Any:
         payload = {
             "model": self.model,
             "temperature": 0,
@@ -75,9 +83,19 @@ class HttpExtractor(Extractor):
                 {"role": "user", "content": text},
             ],
         }
-        reply = self._http.post_json("/chat/completions", payload, raw=True)
+
+        def retried() -> None:
+            usage.retries += 1
+
+        reply = self._http.post_json("/chat/completions", payload, raw=True, on_retry=retried)
         try:
-            content = parse_answer(reply, what="the reply")["choices"][0]["message"]["content"]
+            decoded = parse_answer(reply, what="the reply")
+            tokens = read_usage(decoded)
+            if tokens is not None:
+                usage.add_tokens(*tokens)
+            content = decoded["choices"][0]["message"]["content"]
+            if not isinstance(content, str):
+                raise TypeError("the message's content is not text")
             answer = parse_answer(content, what="the message")
             if not isinstance(answer, dict):
                 raise TypeError("not an object")
@@ -86,6 +104,7 @@ class HttpExtractor(Extractor):
                 "%s: the reply is not the JSON asked for (%s: %.200r); read as nothing found",
                 self.extractor_id, type(error).__name__, reply,
             )  # fmt: skip
+            usage.unreadable += 1
             return {}
         return answer
 

@@ -16,6 +16,7 @@ from erstwhile.extraction import command
 from erstwhile.extraction.base import Extractor
 from erstwhile.extraction.config import ExtractorConfig
 from erstwhile.extraction.heuristic import HeuristicExtractor
+from erstwhile.extraction.usage import Budget
 
 Factory = Callable[[ExtractorConfig, frozenset[str]], Extractor]
 
@@ -61,3 +62,11 @@ def build_extractor(spec: ExtractorSpec) -> tuple[Extractor | None, float]:
         spec = ExtractorConfig(provider=spec)
     config = parse_model(ExtractorConfig, spec, "extraction")
     return make_extractor(config), config.min_confidence
+
+
+def build_budget(spec: ExtractorSpec) -> Budget:
+    """The extract job's budget a spec sets (``max_calls``, ``max_tokens`` of a config or
+    its dict); none for an instance or a provider name."""
+    if spec is None or isinstance(spec, Extractor | str):
+        return Budget()
+    return parse_model(ExtractorConfig, spec, "extraction").budget()

@@ -8,6 +8,12 @@ transaction, the entities, mentions and edges found and then the marker. Edge an
 entity ids are derived from the evidence, so a crash anywhere replays harmlessly and
 a re-run finds nothing to do. It never writes a record. A provider failure fails the
 job, visibly; the records it did not reach are read by the next one.
+
+The job counts what its provider spends (:class:`~erstwhile.extraction.usage.Usage`,
+kept on its row as it goes) and keeps to its :class:`~erstwhile.extraction.usage.Budget`:
+before each record it asks whether one more call is allowed, and when not it stops
+there — ``done``, ``stopped`` saying which limit was reached — with every record it
+read committed and the rest left, unmarked, to the next extract job.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from erstwhile.domain.errors import ErstwhileError, ProviderFailed
 from erstwhile.domain.time import now_us
 from erstwhile.extraction.base import Extractor
 from erstwhile.extraction.resolution import Resolver, plan
+from erstwhile.extraction.usage import Budget, Usage
 from erstwhile.jobs.embed import Progress, this_process
 from erstwhile.jobs.rows import JobCrashed, job_row
 from erstwhile.store.base import Store
@@ -39,6 +46,10 @@ class ExtractReport:
     extracted: int  # records read into the graph
     closed: int  # facts closed by the sweep
     remaining: int
+    #: provider figures (:meth:`~erstwhile.extraction.usage.Usage.to_json`)
+    usage: dict[str, object] | None = None
+    #: why it stopped with records left (its budget), or None
+    stopped: str | None = None
 
 
 def _provenance(pending: Pending, job_id: int, extractor_id: str) -> dict[str, object]:
@@ -59,22 +70,31 @@ def run_extract_job(
     clock: Callable[[], int] = now_us,
     lock: threading.Lock | None = None,
     stop: threading.Event | None = None,
+    budget: Budget | None = None,
 ) -> ExtractReport:
     """One extract job; ``clock`` is the record time of what it writes. Its row always
     ends (:func:`~erstwhile.jobs.rows.job_row`); ``lock``: held while it works;
-    ``stop``: when set, it ends ``interrupted`` before the next record."""
+    ``stop``: when set, it ends ``interrupted`` before the next record; ``budget``:
+    it ends ``done``, ``stopped`` saying why, before a call past it."""
     graph = store.graph
+    budget = budget or Budget()
+    usage = Usage()
     closed = 0
     try:
         with job_row(store, "extract", namespace, this_process(), clock=clock, lock=lock,
                      stop=stop) as row:  # fmt: skip
+            row.usage = usage
             closed = graph.sweep(namespace, clock())
             total = graph.backlog_count(namespace, clock())
             resolver = Resolver(namespace, graph.known(namespace))
-            while pending := graph.backlog(namespace, clock(), BATCH):
+            while not row.stopped and (pending := graph.backlog(namespace, clock(), BATCH)):
                 for item in pending:
                     row.check()
-                    found = extractor.extract(item.content, min_confidence=min_confidence)
+                    if (reached := budget.over(usage)) is not None:
+                        row.stopped = f"budget: {reached}; the next extract job carries on"
+                        break
+                    found = extractor.extract(item.content, min_confidence=min_confidence,
+                                              usage=usage)  # fmt: skip
                     now = clock()
                     change = plan(
                         resolver, found, record_id=item.id,
@@ -97,4 +117,5 @@ def run_extract_job(
             raise
         raise ProviderFailed(error.message) from None
     remaining = graph.backlog_count(namespace, clock())
-    return ExtractReport(row.id, namespace, extractor.extractor_id, row.done, closed, remaining)
+    return ExtractReport(row.id, namespace, extractor.extractor_id, row.done, closed, remaining,
+                         usage.to_json(), row.stopped)  # fmt: skip

@@ -29,9 +29,11 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from erstwhile.domain.errors import ErstwhileError, StorageUnavailable
 from erstwhile.domain.time import now_us
+from erstwhile.extraction.usage import Usage
 from erstwhile.store.base import Store
 
 log = logging.getLogger("erstwhile.jobs")
@@ -58,7 +60,9 @@ def _storable(text: str) -> str:
 
 
 class JobRow:
-    """An open job row: ``id``, the work ``done`` so far, and the stop signal."""
+    """An open job row: ``id``, the work ``done`` so far, and the stop signal; a job
+    that counts what its provider spends sets ``usage`` (written with each update and
+    at the end), and one that ends early on purpose says why in ``stopped``."""
 
     def __init__(
         self,
@@ -72,6 +76,11 @@ class JobRow:
         self.done = 0
         self.clock = clock
         self.stop = stop
+        self.usage: Usage | None = None
+        self.stopped: str | None = None
+
+    def _figures(self) -> dict[str, Any] | None:
+        return None if self.usage is None else self.usage.to_json()
 
     def check(self) -> None:
         """Raises :class:`Stop` when the job has been asked to stop."""
@@ -81,7 +90,8 @@ class JobRow:
     def update(self, done: int) -> None:
         """Records progress (a step of the work): ``done``, still ``running``."""
         self.done = done
-        self.store.job_update(self.id, state="running", done=done, error=None, now=self.clock())
+        self.store.job_update(self.id, state="running", done=done, error=None, now=self.clock(),
+                              usage=self._figures())  # fmt: skip
         self.check()
 
     def close(self, state: str, error: str | None) -> None:
@@ -89,6 +99,7 @@ class JobRow:
             self.store.job_update(
                 self.id, state=state, done=self.done,
                 error=None if error is None else _storable(error), now=self.clock(),
+                usage=self._figures(), stopped=self.stopped,
             )  # fmt: skip
         except BaseException:  # the row cannot be written: the next open marks it
             log.exception("job %s: its end (%s) could not be recorded", self.id, state)

@@ -218,9 +218,19 @@ class Store(Protocol):
         ...
 
     def job_update(
-        self, job_id: int, *, state: str, done: int, error: str | None, now: int
+        self,
+        job_id: int,
+        *,
+        state: str,
+        done: int,
+        error: str | None,
+        now: int,
+        usage: dict[str, Any] | None = None,
+        stopped: str | None = None,
     ) -> None:
-        """Sets a job's state, progress and error."""
+        """Sets a job's state, progress and error; its provider figures (``usage``, a
+        JSON object) and why it stopped early (``stopped``) when given (None keeps
+        what the row holds)."""
         ...
 
     def jobs(

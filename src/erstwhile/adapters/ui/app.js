@@ -7,6 +7,7 @@ import { searchView } from './views/search.js';
 import { recordView } from './views/record.js';
 import { timelineView } from './views/timeline.js';
 import { entitiesView, entityView } from './views/entities.js';
+import { jobsView } from './views/jobs.js';
 
 const VIEWS = {
   '': namespacesView,
@@ -15,6 +16,7 @@ const VIEWS = {
   timeline: timelineView,
   entities: entitiesView,
   entity: entityView,
+  jobs: jobsView,
 };
 
 const main = () => document.getElementById('main');
@@ -39,7 +41,8 @@ function nav(ns) {
     links.push(h('span', { class: 'ns' }, ns),
       h('a', { href: route('search', ns) }, 'Search'),
       h('a', { href: route('timeline', ns) }, 'Timeline'),
-      h('a', { href: route('entities', ns) }, 'Entities'));
+      h('a', { href: route('entities', ns) }, 'Entities'),
+      h('a', { href: route('jobs', ns) }, 'Jobs'));
   }
   const out = session.token()
     ? h('button', { type: 'button', id: 'logout', onclick: logout }, 'Log out') : null;

@@ -639,6 +639,15 @@ def m013_versions_from_the_past(conn: Connection) -> None:
     past.drop_versions(conn)
 
 
+@migration
+def m014_job_usage(conn: Connection) -> None:
+    """An extract job's provider figures (``usage``, JSON: calls, retries, failures,
+    unreadable answers, tokens, time; :mod:`erstwhile.extraction.usage`) and why a job
+    that ended ``done`` stopped before its backlog was empty (``stopped``: its budget)."""
+    conn.execute("ALTER TABLE jobs ADD COLUMN usage text")
+    conn.execute("ALTER TABLE jobs ADD COLUMN stopped text")
+
+
 def _ensure_vector_extension(conn: Connection) -> None:
     try:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")

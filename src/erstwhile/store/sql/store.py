@@ -37,6 +37,7 @@ HISTORY_LIMIT = 1000
 
 JOB_FIELDS = (
     "id", "type", "namespace", "state", "done", "error", "created_at", "updated_at", "owner",
+    "usage", "stopped",
 )  # fmt: skip
 _TOKEN_FIELDS = "id, name, digest, capabilities, namespaces, disabled, created_at"
 
@@ -453,12 +454,22 @@ class SqlStore:
         return self.db.write(work)
 
     def job_update(
-        self, job_id: int, *, state: str, done: int, error: str | None, now: int
+        self,
+        job_id: int,
+        *,
+        state: str,
+        done: int,
+        error: str | None,
+        now: int,
+        usage: dict[str, Any] | None = None,
+        stopped: str | None = None,
     ) -> None:
+        figures = None if usage is None else json.dumps(usage, sort_keys=True)
         self.db.write(
             lambda tx: tx.execute(
-                "UPDATE jobs SET state = ?, done = ?, error = ?, updated_at = ? WHERE id = ?",
-                (state, done, error, now, job_id),
+                "UPDATE jobs SET state = ?, done = ?, error = ?, updated_at = ?,"
+                " usage = COALESCE(?, usage), stopped = COALESCE(?, stopped) WHERE id = ?",
+                (state, done, error, now, figures, stopped, job_id),
             )
         )
 
@@ -473,7 +484,11 @@ class SqlStore:
         sql, params = jobs_query(namespace, state=state, job_id=job_id, last=last)
         with self.db.read() as tx:
             rows = tx.execute(sql, params).fetchall()
-        return [dict(zip(JOB_FIELDS, row, strict=True)) for row in rows]
+        jobs = [dict(zip(JOB_FIELDS, row, strict=True)) for row in rows]
+        for job in jobs:
+            if job["usage"] is not None:
+                job["usage"] = json.loads(job["usage"])
+        return jobs
 
     # -- tokens -------------------------------------------------------------------
 

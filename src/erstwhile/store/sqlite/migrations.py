@@ -662,6 +662,15 @@ def m017_vector_copies(conn: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m018_job_usage(conn: sqlite3.Connection) -> None:
+    """An extract job's provider figures (``usage``, JSON: calls, retries, failures,
+    unreadable answers, tokens, time; :mod:`erstwhile.extraction.usage`) and why a job
+    that ended ``done`` stopped before its backlog was empty (``stopped``: its budget)."""
+    conn.execute("ALTER TABLE jobs ADD COLUMN usage TEXT")
+    conn.execute("ALTER TABLE jobs ADD COLUMN stopped TEXT")
+
+
 def apply_migrations(conn: sqlite3.Connection, now: int) -> list[str]:
     """Applies what is missing, each in its own transaction. Returns the names applied."""
 
