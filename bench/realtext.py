@@ -124,8 +124,13 @@ def _digest(sentence: str) -> bytes:
     return hashlib.blake2b(sentence.encode(), digest_size=8).digest()
 
 
-def collect(limit: int) -> tuple[list[str], int]:
-    """The first ``limit`` distinct sentences by digest, and how many were found."""
+def collect(limit: int, cache: Path | None = None) -> tuple[list[str], int]:
+    """The first ``limit`` distinct sentences by digest, and how many were found (every
+    one kept in ``cache``/sentences.json once found, for the next corpus)."""
+    kept = cache / "sentences.json" if cache is not None else None
+    if kept is not None and kept.exists():
+        everything = json.loads(kept.read_text())
+        return everything[:limit], len(everything)
     seen: dict[str, str] = {}
     for source in (_docstrings(), _doc_files(), _man_pages()):
         for text in source:
@@ -136,6 +141,9 @@ def collect(limit: int) -> tuple[list[str], int]:
     ordered = sorted(
         seen.values(), key=lambda s: hashlib.blake2b(s.encode(), digest_size=8).digest()
     )
+    if kept is not None:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps(ordered))
     return ordered[:limit], len(seen)
 
 
@@ -154,7 +162,7 @@ def build(size: int, queries: int, cache: Path) -> Path:
         chosen = json.loads(texts_file.read_text())
         found = len(chosen)
     else:
-        chosen, found = collect(queries + size)
+        chosen, found = collect(queries + size, cache)
         if len(chosen) < queries + size:
             raise SystemExit(f"only {len(chosen):,} distinct sentences here; ask for fewer")
         texts_file.write_text(json.dumps(chosen))
