@@ -16,8 +16,9 @@ writers' records over the time from the first one's start to the last one's end.
 The writer counts alternate within a round (1, 2, 4, then 4, 2, 1, ...) and a tree given
 with ``--before`` (its ``src``, first on the path) runs beside this one in every round,
 so a load swing on this shared machine hits each alike. While the writers run, their
-server sessions are sampled every 10 ms (``pg_stat_activity``): the share of active
-samples waiting on a lock, and the statements they waited in. After each run the
+server sessions are sampled every 10 ms (``pg_stat_activity``): what the active ones
+waited on (``running``: nothing), the share waiting on a lock, and the statements they
+waited in. After each run the
 lexical counts are checked against the postings (``integrity()``'s full-text check).
 """
 
@@ -122,19 +123,19 @@ class Sampler:
                 ).fetchall()
                 for kind, event, query in rows:
                     self.active += 1
+                    self.samples["running" if kind is None else f"{kind}:{event}"] += 1
                     if kind == "Lock":
-                        self.samples[f"{kind}:{event}"] += 1
                         self.waits[" ".join(str(query).split())] += 1
                 time.sleep(0.01)
 
     def stop(self) -> dict[str, Any]:
         self._stop.set()
         self._thread.join()
-        waiting = sum(self.samples.values())
+        waiting = sum(n for name, n in self.samples.items() if name.startswith("Lock:"))
         return {
             "active_samples": self.active,
             "lock_wait_share": round(waiting / self.active, 3) if self.active else 0.0,
-            "lock_waits": dict(self.samples.most_common()),
+            "samples": dict(self.samples.most_common()),
             "waited_in": dict(self.waits.most_common(3)),
         }
 
