@@ -566,6 +566,7 @@ class PostgresDialect(Dialect):
     # -- maintenance ----------------------------------------------------------------
 
     def close(self) -> None:
+        self._indexes.close()  # a build under way stopped: it holds locks of the schema
         self._statistics.close()
         self.db.close()
 
