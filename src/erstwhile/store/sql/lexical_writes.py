@@ -69,14 +69,16 @@ class LexicalWrites:
         by a change of it; the first call decides)."""
         if self._language is None:
             self.d.hold_language(self.tx, self.namespace, exclusive=exclusive)
-            self.tx.execute(
-                "INSERT INTO lexical_stats (namespace, language, documents, length)"
-                " VALUES (?, ?, 0, 0) ON CONFLICT (namespace) DO NOTHING",
-                (self.namespace, DEFAULT_LANGUAGE),
-            )
-            row = self.tx.execute(
-                "SELECT language FROM lexical_stats WHERE namespace = ?", (self.namespace,)
-            ).fetchone()
+            read = "SELECT language FROM lexical_stats WHERE namespace = ?"
+            row = self.tx.execute(read, (self.namespace,)).fetchone()
+            if row is None:  # the namespace's first write (an insert that met the row
+                # would wait for a writer that is adding to its counts: only when new)
+                self.tx.execute(
+                    "INSERT INTO lexical_stats (namespace, language, documents, length)"
+                    " VALUES (?, ?, 0, 0) ON CONFLICT (namespace) DO NOTHING",
+                    (self.namespace, DEFAULT_LANGUAGE),
+                )
+                row = self.tx.execute(read, (self.namespace,)).fetchone()
             self._language = str(row[0])
         return self._language
 
