@@ -227,6 +227,7 @@ def main() -> None:
     )
     parser.add_argument("--before", type=Path, help="another tree's src, run beside this one")
     parser.add_argument("--before-label", help="names --before (an export has no revision)")
+    parser.add_argument("--label", help="names this tree (an export has no revision)")
     parser.add_argument("--out", type=Path, default=RESULTS / "writers_pg.json")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
@@ -239,7 +240,7 @@ def main() -> None:
     if not args.pg_url:
         parser.error("--pg-url (or ERSTWHILE_BENCH_PG_URL) names the PostgreSQL to write to")
     counts = [int(n) for n in args.writers.split(",")]
-    trees: dict[str, Path | None] = {f"{revision(REPO)} (this tree)": None}
+    trees: dict[str, Path | None] = {f"{args.label or revision(REPO)} (this tree)": None}
     if args.before is not None:
         trees[f"{args.before_label or revision(args.before)} (before)"] = args.before
     runs: dict[str, dict[int, list[dict[str, Any]]]] = {
