@@ -74,16 +74,23 @@ _UPDATE = (
     "WHERE namespace = %(namespace)s AND rowid = %(rowid)s"
 )
 
-# A write's changes to its namespace's term counts (writers of one namespace take
-# turns, its lexical_stats row locked, so no other can add a term meanwhile; the ON
-# CONFLICT is a guard). The terms are distinct and in order, so rows lock in order.
+# A write's changes to its namespace's term counts, at its end. Writers of a namespace
+# run side by side (they share its language: hold_language), so two may count the same
+# term, even one that is new to both: each row is inserted or, when there is one, its
+# count added to under its row lock, term after term in the terms' order (ORDER BY the
+# array's, which is sorted), so no two writers wait for each other in a cycle. The lock
+# lasts until the write commits: the count's short final update.
 _TERM_COUNTS = (
-    "WITH d (term, df) AS (SELECT * FROM unnest(%b::text[], %b::integer[])),"
-    " u AS (UPDATE lexical_terms t SET df = t.df + d.df FROM d"
-    " WHERE t.namespace = %s AND t.term = d.term RETURNING t.term)"
-    " INSERT INTO lexical_terms (namespace, term, df) SELECT %s, d.term, d.df FROM d"
-    " WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.term = d.term)"
+    "INSERT INTO lexical_terms (namespace, term, df) SELECT %s, d.term, d.df"
+    " FROM unnest(%b::text[], %b::integer[]) WITH ORDINALITY AS d (term, df, n) ORDER BY d.n"
     " ON CONFLICT (namespace, term) DO UPDATE SET df = lexical_terms.df + excluded.df"
+)
+# The namespace's language, shared by its writers or taken whole by a change of it: an
+# advisory lock (one request queue, so a change is not starved by writers that keep
+# coming), on two keys (never one of claim_key's), per schema and namespace.
+_HOLD_LANGUAGE = (
+    "SELECT pg_advisory_xact_lock{}(hashtext('erstwhile.lexical'),"
+    " hashtext(current_schema() || '.' || %s))"
 )
 
 
@@ -302,14 +309,14 @@ class PostgresDialect(Dialect):
         if suffix:  # rows that may meet each other's conflicts go now, in one statement
             tx.flush()
 
+    def hold_language(self, tx: Connection, namespace: str, *, exclusive: bool = False) -> None:
+        tx.execute(_HOLD_LANGUAGE.format("" if exclusive else "_shared"), (namespace,))
+
     def add_term_counts(
         self, tx: Connection, namespace: str, changed: Sequence[tuple[str, int]]
     ) -> None:
-        # the terms it has already updated in place, then only the new ones inserted:
-        # half the server's CPU of every row through ON CONFLICT (m012, docs/postgres.md)
         tx.execute(_TERM_COUNTS, (
-            text_array([term for term, _ in changed]), [delta for _, delta in changed],
-            namespace, namespace,
+            namespace, text_array([term for term, _ in changed]), [delta for _, delta in changed],
         ))  # fmt: skip
 
     def insert_record(self, tx: Connection, rowid: int | None, values: dict[str, Any]) -> int:
@@ -559,6 +566,7 @@ class PostgresDialect(Dialect):
     # -- maintenance ----------------------------------------------------------------
 
     def close(self) -> None:
+        self._indexes.close()  # a build under way stopped: it holds locks of the schema
         self._statistics.close()
         self.db.close()
 

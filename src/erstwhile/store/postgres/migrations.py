@@ -648,23 +648,60 @@ def m014_job_usage(conn: Connection) -> None:
     conn.execute("ALTER TABLE jobs ADD COLUMN stopped text")
 
 
+#: pgvector's version and schema, if the database has it.
+_VECTOR = (
+    "SELECT e.extversion, n.nspname FROM pg_extension e"
+    " JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
+)
+
+
 def _ensure_vector_extension(conn: Connection) -> None:
-    try:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-    except errors.InsufficientPrivilege:
-        raise InvalidInput(
-            "storage url: the pgvector extension is not installed in this database and "
-            "this role may not install it; run CREATE EXTENSION vector as a superuser"
-        ) from None
-    except errors.FeatureNotSupported as error:
-        raise InvalidInput(f"storage url: pgvector is not available: {error}") from None
-    row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+    """pgvector, 0.8 or later, where this store's search path finds it. A database
+    without it gets it in the first schema of the path after the store's own (public,
+    as ``with_schema`` and docs/postgres.md write the path), where every store of the
+    database finds it, rather than in the store's own schema (where CREATE EXTENSION
+    puts it by default), which the stores of other schemas never search."""
+    row = conn.execute(_VECTOR).fetchone()
+    if row is None:
+        path = conn.execute("SELECT current_schemas(false), current_schema()").fetchone()
+        schemas, own = (list(path[0]), path[1]) if path else ([], None)
+        after = schemas[schemas.index(own) + 1 :] if own in schemas else []
+        shared = after[0] if after else own
+        if shared is None:
+            raise InvalidInput(
+                "storage url: its search path names no schema that exists; create the "
+                "schema, or name one (options=-csearch_path=SCHEMA,public)"
+            )
+        try:
+            conn.execute(f"CREATE EXTENSION IF NOT EXISTS vector SCHEMA {_quoted(shared)}".encode())
+        except errors.InsufficientPrivilege:
+            raise InvalidInput(
+                "storage url: the pgvector extension is not installed in this database and "
+                "this role may not install it; run CREATE EXTENSION vector as a superuser"
+            ) from None
+        except errors.FeatureNotSupported as error:
+            raise InvalidInput(f"storage url: pgvector is not available: {error}") from None
+        row = conn.execute(_VECTOR).fetchone()
     version = tuple(int(part) for part in str(row[0] if row else "0").split(".")[:2])
     if version < (0, 8):
         raise InvalidInput(
             f"storage url: pgvector {row[0] if row else '?'} is too old; erstwhile needs 0.8 "
             "or later (iterative index scans); run ALTER EXTENSION vector UPDATE"
         )
+    assert row is not None
+    visible = conn.execute("SELECT %s = ANY (current_schemas(false))", (row[1],)).fetchone()
+    if not visible or not visible[0]:
+        raise InvalidInput(
+            f"storage url: pgvector is installed in schema {row[1]!r}, which this store's "
+            "search path does not include; put that schema on the path after the store's "
+            f"own (options=-csearch_path=SCHEMA,{row[1]}), or move pgvector where every "
+            "store finds it: ALTER EXTENSION vector SET SCHEMA public"
+        )
+
+
+def _quoted(name: str) -> str:
+    """A schema's name as an SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def pending(conn: Connection) -> bool:

@@ -26,10 +26,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
+from erstwhile.domain.errors import StorageUnavailable
 from erstwhile.store.postgres.arrays import array
 from erstwhile.store.postgres.connection import Connection, connect
 from erstwhile.store.sql.scoring import TIE_BAND, rescored
@@ -80,13 +84,19 @@ class VectorIndexes:
     valid; so is the next, until then. An advisory lock makes one process the
     builder; an index left invalid by an interrupted build is dropped and built again.
     From then on PostgreSQL keeps it current on every write. :meth:`ensure` builds
-    one now and waits (after a bulk import)."""
+    one now and waits (after a bulk import). :meth:`close` stops a build under way (its
+    statement cancelled: the index it leaves invalid is dropped and built again by the
+    next) and waits for it to end, so nothing of the store holds a lock once closed."""
 
     def __init__(self, url: str) -> None:
         self.url = url
         self._ready: set[int] = set()
         self._building: set[int] = set()
         self._lock = threading.Lock()
+        self._closed = False
+        #: The builds under way: each one's thread and its own connection, once open.
+        self._threads: set[threading.Thread] = set()
+        self._connections: set[Any] = set()
 
     def ready(self, conn: Connection, dimensions: int) -> bool:
         """Whether the dimension's index exists and is valid (a catalog read)."""
@@ -101,7 +111,7 @@ class VectorIndexes:
         """Builds the dimension's index on a background thread (once at a time)."""
         dimensions = _dimensions(dimensions)
         with self._lock:
-            if dimensions in self._building or dimensions in self._ready:
+            if self._closed or dimensions in self._building or dimensions in self._ready:
                 return
             self._building.add(dimensions)
 
@@ -109,13 +119,18 @@ class VectorIndexes:
             try:
                 self._build(dimensions, wait=False)
             except Exception as error:  # searches stay exact meanwhile; say why
-                log.warning("building the HNSW index of dimension %s failed: %s", dimensions,
-                            error)  # fmt: skip
+                if not self._closed:  # else cancelled by close(): nothing went wrong
+                    log.warning("building the HNSW index of dimension %s failed: %s",
+                                dimensions, error)  # fmt: skip
             finally:
                 with self._lock:
                     self._building.discard(dimensions)
+                    self._threads.discard(thread)
 
-        threading.Thread(target=build, name=f"erstwhile-hnsw-{dimensions}", daemon=True).start()
+        thread = threading.Thread(target=build, name=f"erstwhile-hnsw-{dimensions}", daemon=True)
+        with self._lock:
+            self._threads.add(thread)
+        thread.start()
 
     def ensure(self, dimensions: int) -> None:
         """Builds the dimension's index unless it exists, and waits for it. Call it
@@ -128,7 +143,7 @@ class VectorIndexes:
         if kind is None:
             return
         # a connection of its own: no statement timeout, room for the build's graph
-        with connect(self.url) as raw:
+        with connect(self.url) as raw, self._open(raw):
             conn = Connection(raw)
             if self.ready(conn, dimensions):
                 return
@@ -162,6 +177,37 @@ class VectorIndexes:
             finally:
                 conn.execute(f"SELECT pg_advisory_unlock({lock})".encode())
             self._ready.add(dimensions)
+
+    @contextmanager
+    def _open(self, raw: Any) -> Iterator[None]:
+        """Lists a build's connection while it is open (for :meth:`close` to cancel)."""
+        with self._lock:
+            if self._closed:
+                raise StorageUnavailable("the store is closed: no index is built")
+            self._connections.add(raw)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._connections.discard(raw)
+
+    def close(self) -> None:
+        """Stops every build under way and waits for it: its statement is cancelled
+        (again, until its thread ends: one may start the next statement meanwhile)."""
+        with self._lock:
+            self._closed = True
+        while True:
+            with self._lock:
+                threads = [t for t in self._threads if t.is_alive()]
+                connections = list(self._connections)
+            if not threads and not connections:
+                return
+            for raw in connections:
+                raw.cancel_safe()
+            for thread in threads:
+                thread.join(0.1)
+            if not threads:  # an ensure() of another thread: it ends with its statement
+                time.sleep(0.01)
 
 
 def _state(conn: Connection, dimensions: int) -> bool | None:

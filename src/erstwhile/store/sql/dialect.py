@@ -233,9 +233,19 @@ class Dialect(ABC):
             f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({placeholders}){suffix}", rows
         )
 
+    def hold_language(  # noqa: B027 - a hook
+        self, tx: Tx, namespace: str, *, exclusive: bool = False
+    ) -> None:
+        """Holds the namespace's text-search language for the rest of the transaction:
+        shared by its writers, which then write side by side, or ``exclusive`` for a
+        change of it (a re-index), which waits for them and they for it. Nothing where
+        the engine has one writer at a time (SQLite)."""
+
     def add_term_counts(self, tx: Tx, namespace: str, changed: Sequence[tuple[str, int]]) -> None:
         """Adds each ``(term, delta)`` (terms distinct, in order) to the namespace's
-        ``lexical_terms`` counts, a row made for a term it has none of yet."""
+        ``lexical_terms`` counts, a row made for a term it has none of yet; where rows
+        lock, each term's row is locked in the terms' order (so two writers never wait
+        for each other's terms in a cycle) until the transaction ends."""
         self.insert_rows(
             tx, "lexical_terms", ("namespace", "term", "df"),
             [(namespace, term, delta) for term, delta in changed],

@@ -116,7 +116,7 @@ def index_all(tx: Tx) -> None:
 def set_language(d: Dialect, tx: Tx, namespace: str, wanted: str) -> bool:
     """Binds ``namespace`` to ``wanted``; re-indexes its records if they were indexed
     in another language. Returns whether anything changed."""
-    if LexicalWrites(d, tx, namespace).language() == wanted:
+    if LexicalWrites(d, tx, namespace).language(exclusive=True) == wanted:
         return False
     reindex(tx, namespace, wanted, d)
     index_past_of(tx, namespace, wanted)

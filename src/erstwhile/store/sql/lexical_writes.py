@@ -43,11 +43,15 @@ def stored_document(tx: Tx, namespace: str, rowid: int) -> Document | None:
 class LexicalWrites:
     """One transaction's changes to one namespace's lexical rows.
 
-    The namespace's ``lexical_stats`` row is locked first (where rows lock), so the
-    language cannot change under a write and writers of one namespace add to its
-    counts in turn. Postings of new documents wait in memory and every count is a
-    delta until :meth:`flush`, which writes them once, terms in sorted order (two
-    transactions then never wait for each other's terms in a cycle)."""
+    A write first holds the namespace's language (``Dialect.hold_language``: shared by
+    its writers, so the language cannot change under them, while they write side by
+    side). Postings of new documents wait in memory and every count is a delta until
+    :meth:`flush`, at the write's end, which writes them once: the term counts, terms in
+    sorted order, then the namespace's ``lexical_stats`` row. Where rows lock, those
+    rows are the only ones writers of a namespace share, each locked from that update
+    to the commit: the counts add up exactly, in turn, and a search reads the counts
+    of the documents its snapshot sees. Terms before the statistics and each in the same
+    order, so two transactions never wait for each other's in a cycle."""
 
     d: Dialect
     tx: Tx
@@ -60,17 +64,21 @@ class LexicalWrites:
     #: Records whose document went to or left the tail (or whose merged one went).
     _tailed: set[int] = field(default_factory=set)
 
-    def language(self) -> str:
+    def language(self, *, exclusive: bool = False) -> str:
+        """The namespace's language, held for the rest of the transaction (``exclusive``:
+        by a change of it; the first call decides)."""
         if self._language is None:
-            self.tx.execute(
-                "INSERT INTO lexical_stats (namespace, language, documents, length)"
-                " VALUES (?, ?, 0, 0) ON CONFLICT (namespace) DO NOTHING",
-                (self.namespace, DEFAULT_LANGUAGE),
-            )
-            row = self.tx.execute(
-                "SELECT language FROM lexical_stats WHERE namespace = ?" + self.d.lock_for_update,
-                (self.namespace,),
-            ).fetchone()
+            self.d.hold_language(self.tx, self.namespace, exclusive=exclusive)
+            read = "SELECT language FROM lexical_stats WHERE namespace = ?"
+            row = self.tx.execute(read, (self.namespace,)).fetchone()
+            if row is None:  # the namespace's first write (an insert that met the row
+                # would wait for a writer that is adding to its counts: only when new)
+                self.tx.execute(
+                    "INSERT INTO lexical_stats (namespace, language, documents, length)"
+                    " VALUES (?, ?, 0, 0) ON CONFLICT (namespace) DO NOTHING",
+                    (self.namespace, DEFAULT_LANGUAGE),
+                )
+                row = self.tx.execute(read, (self.namespace,)).fetchone()
             self._language = str(row[0])
         return self._language
 
@@ -89,7 +97,7 @@ class LexicalWrites:
 
     def remove(self, rowid: int) -> None:
         """A record removed (hard delete)."""
-        self.language()  # the stats row is locked before it changes
+        self.language()  # held before the counts change
         self._documents -= 1
         self._take(rowid)
 

@@ -333,7 +333,7 @@ class Writes:
         """Creates or revises each record in turn (``units``: each one's vector as its
         checked unit row, in order)."""
         self.ensure_namespace()
-        self.lexical.language()  # locked before any record: one order for every writer
+        self.lexical.language()  # held before any record: one order for every writer
         self.prefetch([r.id for r in records] + [old for r in records for old in r.supersedes])
         new = sum(self.known.get(r.id) is None for r in records)
         if new > 0:  # taken smallest first, after any reserved before
@@ -438,7 +438,7 @@ class Writes:
         its past versions, tags, metadata, vectors and the extraction marker; its mentions and
         the graph edges only it evidences (:func:`erstwhile.store.sql.graph.forget`). The
         ledger keeps that a hard delete of this id happened, and nothing of its content."""
-        self.lexical.language()  # locked before the record, as an upsert locks them
+        self.lexical.language()  # held before the record, as an upsert holds them
         rowid, _ = self.require(record_id)
         graph.forget(self.tx, self.namespace, record_id, rowid)
         self.lexical.remove(rowid)
