@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from bench import realtext
+from bench.engines.erstwhile_engine import exact_path
 
 ROOMS = 12
 K = 10
@@ -65,7 +66,7 @@ def exact(matrix: np.ndarray, rooms: np.ndarray) -> Search:
 
 def erstwhile_engine(
     texts: list[str], matrix: np.ndarray, rooms: np.ndarray, workdir: str
-) -> tuple[Any, Search, Callable[[bool], None], dict[str, float]]:
+) -> tuple[Any, Search, dict[str, float]]:
     import erstwhile
 
     memory = erstwhile.open(str(Path(workdir) / "real.db"), embedder="none",
@@ -84,8 +85,6 @@ def erstwhile_engine(
     t = time.perf_counter()
     memory.service.store.dialect.build_vector_index(matrix.shape[1])
     built = time.perf_counter() - t
-    vectors: Any = memory.service.store.dialect._vectors
-    wide = vectors.min_rows
 
     def search(query: np.ndarray, room: int | None) -> list[int]:
         options: dict[str, Any] = {"top_k": K, "ranking": "semantic", "ids_only": True}
@@ -94,13 +93,10 @@ def erstwhile_engine(
         found = memory.search("real", query_vector=query, **options)
         return [int(h.record.id) for h in found.hits]
 
-    def indexed(on: bool) -> None:
-        vectors.min_rows = wide if on else 1 << 62
-
     ingest = {"write_s": round(spent, 2), "records_per_s": round(len(texts) / spent),
               "index_s": round(built, 2),
               "wall_s": round(time.perf_counter() - started, 2)}  # fmt: skip
-    return memory, search, indexed, ingest
+    return memory, search, ingest
 
 
 def faiss_engines(
@@ -243,10 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     with tempfile.TemporaryDirectory(prefix="erstwhile-real-") as workdir:
         engines: dict[str, Search] = {}
-        indexed: Callable[[bool], None] | None = None
         memory = None
         if "erstwhile" in wanted:
-            memory, search, indexed, ingest = erstwhile_engine(texts, matrix, rooms, workdir)
+            memory, search, ingest = erstwhile_engine(texts, matrix, rooms, workdir)
             engines["erstwhile"] = search
             result["ingest"]["erstwhile"] = ingest
         if "numpy" in wanted:
@@ -268,13 +263,11 @@ def main(argv: list[str] | None = None) -> int:
             "unfiltered": measure(engines, queries, [None] * len(queries), truth["unfiltered"]),
             "filtered": measure(engines, queries, list(query_rooms), truth["filtered"]),
         }
-        if indexed is not None:  # erstwhile's exact path beside the scan, unfiltered
-            indexed(False)
-            exact_path = {"erstwhile (exact)": engines["erstwhile"], "numpy exact": floor}
-            result["cases"]["unfiltered_exact_path"] = measure(
-                exact_path, queries, [None] * len(queries), truth["unfiltered"])  # fmt: skip
-            indexed(True)
-        if memory is not None:
+        if memory is not None:  # erstwhile's exact path beside the scan, unfiltered
+            with exact_path(memory):
+                pair = {"erstwhile (exact)": engines["erstwhile"], "numpy exact": floor}
+                result["cases"]["unfiltered_exact_path"] = measure(
+                    pair, queries, [None] * len(queries), truth["unfiltered"])  # fmt: skip
             memory.close()
     for case in result["cases"].values():
         base = case.get("numpy exact", {}).get("p50_ms")

@@ -316,16 +316,11 @@ def exact_unfiltered(
     """The unfiltered case with erstwhile's index switched off, beside the full-scan
     floor (one contiguous matvec), query by query: what the exact path costs over the
     cheapest honest pass over every row."""
-    from bench.engines.erstwhile_engine import ErstwhileEngine
+    from bench.engines.erstwhile_engine import ErstwhileEngine, exact_path
 
     assert isinstance(ours, ErstwhileEngine) and ours.memory is not None
-    vectors: Any = ours.memory.service.store.dialect._vectors  # type: ignore[attr-defined]
-    saved = vectors.min_rows
-    vectors.min_rows = 1 << 62  # every scope exact
-    try:
+    with exact_path(ours.memory):
         out = measure_case("semantic", queries, [ours, floor], truth)
-    finally:
-        vectors.min_rows = saved
     out[ERSTWHILE]["floor_ratio"] = round(out[ERSTWHILE]["p50_ms"] / out[floor.name]["p50_ms"], 3)
     return out
 

@@ -15,6 +15,8 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +62,19 @@ print(json.dumps({"import_open_s": opened, "first_search_s": first,
                   "third_search_builds_scope_copy_s": third,
                   "rss_mib_with_scope_copy": rss()}))
 """
+
+
+@contextmanager
+def exact_path(memory: erstwhile.Memory) -> Iterator[None]:
+    """Within it, every semantic scope of ``memory``'s SQLite store is scored exactly
+    (its vector index switched off): what the exact path costs beside a scan."""
+    vectors: Any = memory.service.store.dialect._vectors  # type: ignore[attr-defined]
+    saved = vectors.min_rows
+    vectors.min_rows = 1 << 62
+    try:
+        yield
+    finally:
+        vectors.min_rows = saved
 
 
 class QueryTableEmbedder(HashEmbedder):
