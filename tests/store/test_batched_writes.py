@@ -5,7 +5,6 @@ PostgreSQL: ``Connection.defer``): what that must never change, on every backend
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -79,28 +78,6 @@ def test_rowids_drawn_ahead_are_never_reused(memory: Memory, store_target: str) 
     assert scalar(store_target, "SELECT count(*) FROM records") == 7
     fresh = "SELECT min(rowid) FROM records WHERE id IN ('r5', 'r6', 'r7')"
     assert scalar(store_target, fresh) > top
-
-
-def test_a_batch_of_vectors_gets_distinct_growing_seqs(tmp_path: Path) -> None:
-    """SQLite: a vector row's seq orders every vector write (each process's matrix
-    catches up from it), also when a batch's vectors are sent together."""
-    import erstwhile
-
-    path = f"{tmp_path}/seq.db"
-    with erstwhile.open(path, embedder="hash", background_jobs=False) as memory:
-        memory.upsert("ns", _batch(0, 40))
-        memory.upsert("ns", _batch(40, 40))
-        memory.upsert("ns", [{"id": "r0", "content": "note 0 rewritten"}])  # re-embedded
-    assert scalar(path, "SELECT count(DISTINCT seq) FROM vectors") == 80
-    assert scalar(path, "SELECT count(*) FROM vectors") == 80
-    assert scalar(path, "SELECT value FROM vector_seq") == scalar(
-        path, "SELECT max(seq) FROM vectors"
-    )
-    newest = (
-        "SELECT r.id FROM vectors v JOIN records r ON r.rowid = v.record"
-        " ORDER BY v.seq DESC LIMIT 1"
-    )
-    assert scalar(path, newest) == "r0"
 
 
 def test_every_version_reads_back_as_it_was_written(memory: Memory) -> None:
@@ -241,8 +218,3 @@ def test_a_batch_gives_each_record_its_own_vector_and_keeps_the_replaced_ones(
             assert (found == f"r{i}" and score > 0.999) == (i >= 10)
     assert scalar(store_target, "SELECT count(*) FROM vectors") == 30
     assert scalar(store_target, "SELECT count(*) FROM past_vectors") == 5
-    if backend_of(store_target) == "sqlite":  # every write of a vector has a seq of its own
-        assert scalar(store_target, "SELECT count(DISTINCT seq) FROM vectors") == 30
-        # 40 vectors written, 5 withdrawn (each a seq of its own); the newest last
-        assert scalar(store_target, "SELECT value FROM vector_seq") == 45
-        assert scalar(store_target, "SELECT max(seq) FROM vectors") == 45

@@ -20,7 +20,7 @@ from erstwhile.domain.errors import WriteConflict
 from erstwhile.domain.records import Record
 from erstwhile.embedding import HashEmbedder
 from erstwhile.store.sql.rows import row_values
-from erstwhile.store.sqlite import lexical_merge, scope_cache
+from erstwhile.store.sqlite import change_log, lexical_merge
 
 
 def _open(path: Path) -> erstwhile.Memory:
@@ -124,10 +124,10 @@ def test_a_copy_behind_the_pruned_log_loads_itself_whole(
     tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each lexical merge prunes the log to its newest entries (here 4, or one per
-    record: ``scope_cache.LOG_KEEP``, lowered). A second handle's scope copy and past
+    record: ``change_log.LOG_KEEP``, lowered). A second handle's scope copy and past
     vectors, built and left behind while the first handle writes (rewrites, invalidations,
     verifications, hard deletes), answer as a handle opened fresh on the file."""
-    monkeypatch.setattr(scope_cache, "LOG_KEEP", 4)
+    monkeypatch.setattr(change_log, "LOG_KEEP", 4)
     monkeypatch.setattr(lexical_merge, "TAIL_ROWS", 6)
     monkeypatch.setattr(lexical_merge, "TAIL_MAX", 6)
     rnd = random.Random(seed)
@@ -188,7 +188,7 @@ def test_a_copy_whose_next_entries_were_pruned_sees_every_change(tmp_path: Path)
     writer.invalidate("ns", "r1")  # in room-1: it leaves the current answer
     writer.verify("ns", "r5", "ana")
     store = writer.service.store
-    assert store.db.write(partial(scope_cache.prune_log, keep=1)) > 0  # type: ignore[attr-defined]
+    assert store.db.write(partial(change_log.prune_log, keep=1)) > 0  # type: ignore[attr-defined]
     fresh = _open(path)
     assert "r1" not in answers(fresh)
     assert answers(reader) == answers(fresh)

@@ -1,6 +1,7 @@
 """The saved vector copies against a brute-force oracle (hypothesis): any sequence of
-writes, rewrites, hard deletes, saves, reopenings (a handle that adopts the copy) and
-damage to a copy file gives every search the answer of an exact cosine over the
+writes, rewrites, vectors set alone, re-embeddings, hard deletes (through the searching
+handle or a second one on the file), saves, reopenings (a handle that adopts the copy)
+and damage to a copy file gives every search the answer of an exact cosine over the
 vectors the database holds, and no file under the database's name ever holds a byte
 of a hard-deleted record's vectors."""
 
@@ -24,12 +25,18 @@ from erstwhile.store.sqlite import vector_file
 DIMENSIONS = 8
 IDS = 40
 
+#: Writes go through the searching handle or a second one open on the same file
+#: (``True``), whose changes the first learns only from the file.
 operation = st.one_of(
-    st.tuples(st.just("write"), st.lists(st.integers(0, IDS - 1), min_size=1, max_size=12)),
-    st.tuples(st.just("delete"), st.integers(0, IDS - 1)),
-    st.tuples(st.just("save"), st.just(0)),
-    st.tuples(st.just("reopen"), st.just(0)),
-    st.tuples(st.just("damage"), st.integers(0, 2**16)),
+    st.tuples(
+        st.just("write"), st.lists(st.integers(0, IDS - 1), min_size=1, max_size=12), st.booleans()
+    ),
+    st.tuples(st.just("delete"), st.integers(0, IDS - 1), st.booleans()),
+    st.tuples(st.just("set"), st.integers(0, IDS - 1), st.booleans()),
+    st.tuples(st.just("reindex"), st.just(0), st.booleans()),
+    st.tuples(st.just("save"), st.just(0), st.just(False)),
+    st.tuples(st.just("reopen"), st.just(0), st.just(False)),
+    st.tuples(st.just("damage"), st.integers(0, 2**16), st.just(False)),
 )
 
 
@@ -83,7 +90,7 @@ def holds(path: Path, needle: bytes) -> list[str]:
 )
 @given(operations=st.lists(operation, min_size=1, max_size=14), seed=st.integers(0, 2**16))
 def test_copies_never_change_an_answer_nor_keep_an_erased_vector(
-    operations: list[tuple[str, Any]], seed: int, monkeypatch: pytest.MonkeyPatch
+    operations: list[tuple[str, Any, bool]], seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(vector_file, "SAVE_MIN", 5)
     rng = np.random.default_rng(seed)
@@ -91,21 +98,31 @@ def test_copies_never_change_an_answer_nor_keep_an_erased_vector(
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "m.db"
         memory = open_store(path)
+        second = open_store(path)
         erased: list[bytes] = []  # the vectors of hard-deleted records (each version's)
         written: dict[int, list[bytes]] = {}
         try:
-            for kind, argument in operations:
+            for kind, argument, elsewhere in operations:
+                writer = second if elsewhere else memory
                 if kind == "write":
                     ids = sorted(set(argument))
                     vectors = rng.normal(size=(len(ids), DIMENSIONS)).astype(np.float32)
-                    memory.upsert("ns", [
+                    writer.upsert("ns", [
                         {"id": f"r{i}", "content": f"r{i} {v[0]}", "vector": v.tolist()}
                         for i, v in zip(ids, vectors, strict=True)
                     ])  # fmt: skip
                     for i in ids:  # as stored (a unit vector), each version's
                         written.setdefault(i, []).append(stored(path, f"r{i}"))
+                elif kind == "set" and argument in written:  # its record's row unchanged
+                    vector = rng.normal(size=DIMENSIONS).astype(np.float32)
+                    writer.set_embedding("ns", f"r{argument}", vector.tolist())
+                    written[argument].append(stored(path, f"r{argument}"))
+                elif kind == "reindex" and written:  # withdrawn, then the embedder's
+                    writer.reindex("ns")
+                    for i in written:
+                        written[i].append(stored(path, f"r{i}"))
                 elif kind == "delete" and argument in written:
-                    memory.delete("ns", f"r{argument}", hard=True)
+                    writer.delete("ns", f"r{argument}", hard=True)
                     erased += written.pop(argument)
                     for vector in erased:  # gone before the delete returned
                         assert holds(path, vector) == []
@@ -138,5 +155,26 @@ def test_copies_never_change_an_answer_nor_keep_an_erased_vector(
                     assert holds(path, vector) == []
         finally:
             memory.close()
+            second.close()
         for vector in erased:
             assert holds(path, vector) == []
+
+
+def test_a_vector_written_alone_reaches_every_handle(tmp_path: Path) -> None:
+    """A vector written without its record's row (``set_embedding``, the embed job, a
+    re-embedding) reaches the matrix of a handle that has read the file before."""
+    path = tmp_path / "m.db"
+    first, second = open_store(path), open_store(path)
+    try:
+        axes = np.eye(DIMENSIONS, dtype=np.float32)
+        first.upsert("ns", [{"id": f"r{i}", "content": f"r{i}", "vector": axes[i].tolist()}
+                            for i in range(3)])  # fmt: skip
+        assert first.search("ns", query_vector=axes[5].tolist(), top_k=3).ids() != ["r1"]
+        second.set_embedding("ns", "r1", axes[5].tolist())
+        assert first.search("ns", query_vector=axes[5].tolist(), top_k=1).ids() == ["r1"]
+        second.reindex("ns")  # every vector withdrawn, then the embedder's own
+        assert first.search("ns", query_vector=axes[5].tolist(), top_k=3).ids() == oracle(
+            path, axes[5])[:3]  # fmt: skip
+    finally:
+        first.close()
+        second.close()

@@ -4,25 +4,23 @@ target names live under this package and nowhere else.
 
 The copies a process keeps of what the database holds, and the change feed each
 follows to stay current (every copy is rebuilt from the database when its feed cannot
-say what changed; none can change an answer):
+say what changed; none can change an answer). Three feeds, each for a reason:
 
-- SQLite's vector matrix (``sqlite/vectors.py``) reads ``vectors`` past its last
-  ``seq``: each vector row carries the seq of its last write (a withdrawn one stays, of
-  no dimensions) and a hard delete logs its record in ``vector_erasures``, so a refresh
-  is one range scan that hands over the vectors themselves; the embed job writes
-  vectors without touching their records, which a log of records would miss.
-- SQLite's scope copy and past-vector copy (``sqlite/scope_cache.py``,
-  ``sqlite/past_vectors.py``) read ``scope_log``, the rowids of records whose row was
-  inserted, updated or deleted: a record's change touches several tables (tags,
-  metadata, past versions) that carry no seq of their own. Each lexical merge prunes it
-  (``scope_cache.prune_log``).
-- SQLite's lexical tail (``sqlite/lexical_tail.py``) is not a log but the documents not
-  merged yet, in order: the process's copy reads the rows past the last it read, and a
-  merge removes the first ones.
+- SQLite's ``scope_log`` (``sqlite/change_log.py``), the rowids of the records whose
+  row, or whose vector alone, was written: the one feed of every SQLite copy of
+  records — the vector matrix (``sqlite/vectors.py``, and its saved copy's commit
+  point), the scope copy (``sqlite/scope_cache.py``) and the past-vector copy
+  (``sqlite/past_vectors.py``). A record's change touches several tables (tags,
+  metadata, vectors, past versions) that carry no seq of their own; each reader takes
+  the records logged past its seq as they are now. Each lexical merge prunes it.
+- SQLite's lexical tail (``sqlite/lexical_tail.py``) is a queue, not a log: the
+  documents not merged yet, in order, which a search scores itself; the process's copy
+  reads the rows past the last it read, and a merge removes the first ones, so what the
+  copy holds is bounded by the merge threshold rather than by a log's pruning.
 - PostgreSQL's scope copy (``postgres/scope_copy.py``) compares the ``xid`` each row
-  carries with the search's snapshot: a sequence there is not in commit order (a
-  transaction that commits later can hold a lower value), which every SQLite feed
-  relies on (one writer at a time)."""
+  carries with the search's snapshot: there several writers commit at once, and a
+  sequence is not in commit order (a transaction that commits later can hold a lower
+  value), which a log read past a seq relies on (SQLite has one writer at a time)."""
 
 from __future__ import annotations
 

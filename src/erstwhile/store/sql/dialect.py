@@ -275,6 +275,11 @@ class Dialect(ABC):
         for rowid, unit in zip(rowids, units, strict=True):
             self.store_vector(tx, namespace, rowid, embedder_id, unit)
 
+    def vectors_alone(self, tx: Tx, rowids: Sequence[int]) -> None:  # noqa: B027 - a hook
+        """Records that the vectors of these records were written in ``tx`` without
+        their record rows (the embed job's): a backend whose in-process copies follow
+        the record rows' changes logs them (SQLite's ``scope_log``); else nothing."""
+
     @abstractmethod
     def withdraw_vectors(
         self, tx: Tx, namespace: str, *, rowid: int | None = None, embedder_id: str | None = None

@@ -423,12 +423,13 @@ class SqlStore:
                 ).fetchall()
             }
             writes = Writes(d, tx, namespace, now=0, actor="")
-            stored = 0
+            stored = []
             for rowid, content_hash, vector in items:
                 if current.get(rowid) == content_hash:
                     writes.store_vector(rowid, embedder_id, vector)
-                    stored += 1
-            return stored
+                    stored.append(rowid)
+            d.vectors_alone(tx, stored)
+            return len(stored)
 
         stored = self.db.write(work)
         d.wrote(stored)

@@ -478,4 +478,5 @@ class Writes:
     def set_embedding(self, record_id: str, embedder_id: str, vector: np.ndarray) -> None:
         rowid, record = self.require(record_id)
         self.store_vector(rowid, embedder_id, vector)
+        self.d.vectors_alone(self.tx, [rowid])  # its row stays as it is
         self.ledger("set_embedding", record_id, record.version, {"embedder_id": embedder_id})

@@ -152,15 +152,12 @@ class Deferred:
     ``executemany`` when the transaction next does anything else or ends, or, when
     they meet no conflict among themselves (``many``: the statement's ``INSERT INTO t
     (columns) VALUES`` head, its width and its ON CONFLICT suffix), as statements of
-    many rows each (:func:`insert_many`); ``after`` (a statement taking the number of
-    rows) runs right after them."""
+    many rows each (:func:`insert_many`)."""
 
-    __slots__ = ("after", "many", "round", "rows", "sql")
+    __slots__ = ("many", "round", "rows", "sql")
 
-    def __init__(
-        self, sql: str, after: str | None, round: int, many: tuple[str, int, str] | None
-    ) -> None:
-        self.sql, self.after, self.round, self.many = sql, after, round, many
+    def __init__(self, sql: str, round: int, many: tuple[str, int, str] | None) -> None:
+        self.sql, self.round, self.many = sql, round, many
         self.rows: list[Sequence[Any]] = []
 
     def send(self, conn: sqlite3.Connection) -> None:
@@ -288,26 +285,18 @@ class Transaction:
         self.committed: list[Callable[[], None]] = []
 
     def defer(
-        self, sql: str, rows: Sequence[Sequence[Any]], *, after: str | None = None,
-        round: int = 1, many: tuple[str, int, str] | None = None,
-    ) -> int:  # fmt: skip
+        self, sql: str, rows: Sequence[Sequence[Any]], *, round: int = 1,
+        many: tuple[str, int, str] | None = None,
+    ) -> None:  # fmt: skip
         """Runs ``sql`` for each of ``rows`` later, in order (``many``: rows that meet
         no conflict among themselves, nor with any other rows held for ``sql`` with
-        it, may go as multi-row statements; see :class:`Deferred`). Returns how many
-        rows of ``sql`` now wait in that round (so a row can carry its place among
-        them)."""
+        it, may go as multi-row statements; see :class:`Deferred`)."""
         deferred = self.pending.get((round, sql))
         if deferred is None:
-            deferred = self.pending[round, sql] = Deferred(sql, after, round, many)
+            deferred = self.pending[round, sql] = Deferred(sql, round, many)
         elif many is None:  # rows that may conflict among the held ones: one by one
             deferred.many = None
         deferred.rows.extend(rows)
-        return len(deferred.rows)
-
-    def waiting(self, sql: str, round: int = 1) -> int:
-        """How many rows of ``sql`` wait in ``round``."""
-        deferred = self.pending.get((round, sql))
-        return len(deferred.rows) if deferred else 0
 
     def flush(self) -> None:
         if not self.pending:
@@ -315,8 +304,6 @@ class Transaction:
         pending, self.pending = self.pending, {}
         for deferred in sorted(pending.values(), key=Deferred.rank):  # stable
             deferred.send(self.raw)
-            if deferred.after is not None:
-                self.raw.execute(deferred.after, (len(deferred.rows),))
 
     def discard(self) -> None:
         self.pending = {}

@@ -59,28 +59,20 @@ _UPDATE = (
     f"UPDATE records SET {', '.join(f'{name} = :{name}' for name in ROW_FIELDS)} "
     "WHERE rowid = :rowid"
 )
-# Vector seqs come from a counter, not max(seq) + 1: a hard delete removes vector rows,
-# and a reused seq would hide the next vector from every cache that saw the removed one.
-_NEXT_VECTOR_SEQ = "UPDATE vector_seq SET value = value + 1"
-# A held-back vector row carries its place n among the rows sent together: its seq is
-# the counter + n, and the counter moves on by their number right after them.
 _STORE_VECTOR = (
-    "INSERT INTO vectors (record, embedder_id, dimensions, vector, seq)"
-    " VALUES (?, ?, ?, ?, (SELECT value FROM vector_seq) + ?)"
+    "INSERT INTO vectors (record, embedder_id, dimensions, vector) VALUES (?, ?, ?, ?)"
     " ON CONFLICT (record, embedder_id) DO UPDATE SET"
-    " dimensions = excluded.dimensions, vector = excluded.vector, seq = excluded.seq"
+    " dimensions = excluded.dimensions, vector = excluded.vector"
 )
-_VECTOR_SEQ_AFTER = "UPDATE vector_seq SET value = value + ?"
 # A batch's vectors in one statement: row i of the packed rows (?4, ?5 bytes each) goes
-# to the i-th rowid of the JSON list ?1 under seq counter + i + 1, as held-back rows do.
-# One step of SQLite instead of a bound row per vector (a tenth of a batch's writing).
+# to the i-th rowid of the JSON list ?1. One step of SQLite instead of a bound row per
+# vector (a tenth of a batch's writing).
 # (``WHERE true``: an upsert's SELECT needs a WHERE for SQLite to parse its ON CONFLICT.)
 _STORE_UNITS = (
-    "INSERT INTO vectors (record, embedder_id, dimensions, vector, seq)"
-    " SELECT j.value, ?2, ?3, substr(?4, j.key * ?5 + 1, ?5),"
-    " (SELECT value FROM vector_seq) + j.key + 1 FROM json_each(?1) AS j WHERE true"
+    "INSERT INTO vectors (record, embedder_id, dimensions, vector)"
+    " SELECT j.value, ?2, ?3, substr(?4, j.key * ?5 + 1, ?5) FROM json_each(?1) AS j WHERE true"
     " ON CONFLICT (record, embedder_id) DO UPDATE SET"
-    " dimensions = excluded.dimensions, vector = excluded.vector, seq = excluded.seq"
+    " dimensions = excluded.dimensions, vector = excluded.vector"
 )
 _NEWEST_PAST = "(SELECT max(rowid) FROM record_past WHERE record = ?)"
 _DELETE_SCOPE = tuple(
@@ -273,9 +265,8 @@ class SqliteDialect(Dialect):
         self, tx: Transaction, namespace: str, rowid: int, embedder_id: str,
         unit: np.ndarray,
     ) -> None:  # fmt: skip
-        place = tx.waiting(_STORE_VECTOR) + 1
-        row = (rowid, embedder_id, int(unit.shape[0]), unit.astype("<f4").tobytes(), place)
-        tx.defer(_STORE_VECTOR, [row], after=_VECTOR_SEQ_AFTER)
+        row = (rowid, embedder_id, int(unit.shape[0]), unit.astype("<f4").tobytes())
+        tx.defer(_STORE_VECTOR, [row])
 
     def store_units(
         self, tx: Transaction, namespace: str, rowids: Sequence[int], embedder_id: str,
@@ -289,24 +280,30 @@ class SqliteDialect(Dialect):
         width = packed.shape[1]
         tx.execute(_STORE_UNITS, (json.dumps(list(rowids)), embedder_id, width,
                                   packed.tobytes(), 4 * width))  # fmt: skip
-        tx.execute(_VECTOR_SEQ_AFTER, (len(rowids),))
+
+    def vectors_alone(self, tx: Transaction, rowids: Sequence[int]) -> None:
+        tx.defer(_LOG_INSERT, [(rowid,) for rowid in rowids], many=_LOG_MANY)
 
     def withdraw_vectors(
         self, tx: sqlite3.Connection, namespace: str, *, rowid: int | None = None,
         embedder_id: str | None = None,
     ) -> int:  # fmt: skip
-        """Marks vectors as gone (no dimensions, no data) under a fresh ``seq`` instead
-        of deleting them, so every process's vector cache sees the withdrawal on refresh."""
+        """Marks vectors as gone (no dimensions, no data); every process's vector cache
+        drops them on refresh: a record's own are withdrawn with a change of its row,
+        which is logged, and a namespace's are logged here."""
         params: list[Any]
         if rowid is not None:
             where, params = "record = ?", [rowid]
         else:
             where = "embedder_id = ? AND record IN (SELECT rowid FROM records WHERE namespace = ?)"
             params = [embedder_id, namespace]
-        tx.execute(_NEXT_VECTOR_SEQ)
+            tx.execute(
+                f"INSERT INTO scope_log (record) SELECT record FROM vectors"
+                f" WHERE dimensions > 0 AND {where}",
+                params,
+            )
         cursor = tx.execute(
-            "UPDATE vectors SET dimensions = 0, vector = x'', seq = (SELECT value FROM vector_seq)"
-            f" WHERE dimensions > 0 AND {where}",
+            f"UPDATE vectors SET dimensions = 0, vector = x'' WHERE dimensions > 0 AND {where}",
             params,
         )
         return cursor.rowcount

@@ -27,7 +27,7 @@ from erstwhile.store.sql.lexical import (
     TAIL_ENDS,
     split_terms,
 )
-from erstwhile.store.sqlite import scope_cache
+from erstwhile.store.sqlite import change_log
 
 #: The tail is due to be merged at this many rows, or more in a large store
 #: (:func:`merge_due`), and at most :data:`TAIL_MAX`; a write merges it itself at twice
@@ -272,7 +272,7 @@ def _move(d: Dialect, tx: Tx, first: int, last: int, *, copied: bool = False) ->
             (last,),
         )
     tx.execute(f"DELETE FROM {TAIL} WHERE seq <= ?", (last,))
-    scope_cache.prune_log(tx)  # the other change log's upkeep, at the same moment
+    change_log.prune_log(tx)  # the change feed's upkeep, at the same moment
     tail = d.lexical_tail
     if tail is not None and tail.on_commit is not None:
         tail.on_commit(tail.merged)

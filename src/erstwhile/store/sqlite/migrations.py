@@ -671,6 +671,26 @@ def m018_job_usage(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE jobs ADD COLUMN stopped TEXT")
 
 
+@migration
+def m019_vectors_follow_scope_log(conn: sqlite3.Connection) -> None:
+    """The vector matrix follows ``scope_log`` like every other copy of this file
+    (:mod:`erstwhile.store.sqlite.vectors`): a write of a vector row that changes no
+    record row logs its record there itself. ``vectors.seq``, its counter and index, and
+    ``vector_erasures`` (a hard delete's record row leaves ``scope_log`` an entry whose
+    record is gone) go; so do the recorded copies, which name seqs of the old feed (their
+    files are swept by the next save, or removed by a hard delete)."""
+    run_script(
+        conn,
+        """
+        DROP INDEX vectors_seq;
+        ALTER TABLE vectors DROP COLUMN seq;
+        DROP TABLE vector_seq;
+        DROP TABLE vector_erasures;
+        DELETE FROM vector_copies;
+        """,
+    )
+
+
 def apply_migrations(conn: sqlite3.Connection, now: int) -> list[str]:
     """Applies what is missing, each in its own transaction. Returns the names applied."""
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from erstwhile.store.sql.dialect import chunks
 from erstwhile.store.sql.scoring import rescored
-from erstwhile.store.sqlite.scope_cache import changes_since
+from erstwhile.store.sqlite.change_log import changes_since, records_since
 
 #: The copy is built on a process's third ``known_at`` semantic search.
 WARM_AFTER = 3
@@ -129,10 +129,7 @@ class PastVectors:
                 " WHERE embedder_id = ? AND dimensions = ?", (embedder_id, dimensions),
             ))  # fmt: skip
         else:
-            records = sorted(
-                {row[0] for row in conn.execute(
-                    "SELECT record FROM scope_log WHERE seq > ?", (seq,))}
-            )  # fmt: skip
+            records = sorted(records_since(conn, seq))
             for chunk in chunks(records, _CHUNK):
                 for record in chunk:
                     kept.drop(record)

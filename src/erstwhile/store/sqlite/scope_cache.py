@@ -8,7 +8,7 @@ read-through copy of the columns a scope tests — validity, tombstone, creation
 trust, kind — and of the tag and metadata rows, refreshed inside the search's own read
 transaction from ``scope_log`` (a record's rowid is appended by the insert of its
 row, and by a trigger on every update and delete of it; each lexical merge prunes it
-to its newest entries, :func:`prune_log`). The database stays the
+to its newest entries, :mod:`erstwhile.store.sqlite.change_log`). The database stays the
 only truth: the copy is built from the file on a process's ``WARM_AFTER``-th search
 and rebuilt after any large change. Building it reads every record's scope rows,
 which costs more than one SQL scope: a process that searches once or twice (a CLI
@@ -47,40 +47,10 @@ from erstwhile.store.sql.scope_copy import (
     row_columns,
     served,
 )
+from erstwhile.store.sqlite.change_log import changes_since, records_since
 
 _RELOAD_SHARE = 4  # more changes than 1/4 of the copy: reload it whole (one scan)
 _CHUNK = 65536
-
-#: ``scope_log`` keeps at least its newest this many entries, or one per record if the
-#: store holds more (:func:`prune_log`).
-LOG_KEEP = 100_000
-
-
-def prune_log(tx: Any, keep: int | None = None) -> int:
-    """Removes ``scope_log``'s entries older than its newest ``keep`` (by default
-    :data:`LOG_KEEP`, or one per record if more), within ``tx`` (a write's: each lexical merge's,
-    ``lexical_merge._move``); how many. Its newest entry always stays, so ``seq``
-    (max + 1) never goes back. A copy that has not read the entries removed is more
-    changes behind than it holds rows, so it would load itself whole anyway; it learns
-    that it must from :func:`changes_since` (the entry after its own is gone)."""
-    (top, records) = tx.execute(
-        "SELECT (SELECT max(seq) FROM scope_log), (SELECT max(rowid) FROM records)"
-    ).fetchone()
-    if top is None:
-        return 0
-    floor = int(top) - (max(LOG_KEEP, int(records or 0)) if keep is None else max(keep, 1))
-    return int(tx.execute("DELETE FROM scope_log WHERE seq <= ?", (floor,)).rowcount)
-
-
-def changes_since(conn: sqlite3.Connection, seq: int) -> tuple[int, int | None, bool]:
-    """``scope_log``'s entries after ``seq``, as a copy that has read up to it sees them:
-    how many, the last one's seq, and whether some it has not read were pruned
-    (:func:`prune_log`: the copy must load itself whole). ``seq`` < 0: none read."""
-    changes, top, first = conn.execute(
-        "SELECT count(*), max(seq), min(seq) FROM scope_log WHERE seq > ?", (seq,)
-    ).fetchone()
-    return int(changes), top, seq >= 0 and first is not None and first > seq + 1
-
 
 __all__ = ["SERVED", "WARM_AFTER", "ScopeCache", "served"]
 
@@ -246,10 +216,7 @@ class ScopeCache:
             self._reset()
             self._load(conn)
         else:
-            rowids = sorted(
-                {row[0] for row in conn.execute(
-                    "SELECT record FROM scope_log WHERE seq > ?", (self.seq,))}
-            )  # fmt: skip
+            rowids = sorted(records_since(conn, self.seq))
             for chunk in chunks(rowids, 500):
                 self._apply(conn, chunk)
         self.seq = top or 0

@@ -5,20 +5,20 @@ Reading a million vectors from the ``vectors`` table costs seconds; reading a fi
 them costs a pass over its bytes. The copy is a cache of the file and never a second
 truth (SPEC §12), with its commit point in the database: a save writes its files under
 a fresh token, fsyncs and renames them, and only then records in ``vector_copies``
-(migration m017) the token, the ``vectors.seq`` the copy holds every vector up to, its
+(migration m017) the token, the ``scope_log`` seq the copy holds every change up to, its
 row count and a checksum of every byte of its files (XXH3, 64 bits: :func:`_summer`).
 A process adopts a copy only when that row names it and the bytes it reads have that
 checksum (a torn, bit-flipped, truncated or older file fails one or the other), then
-reads every vector written since from the table; anything else is rebuilt from the
-table. Deleting the directory loses nothing.
+reads the vectors of every record logged since from the table
+(:mod:`erstwhile.store.sqlite.change_log`); anything else is rebuilt from the table.
+Deleting the directory loses nothing.
 
 A hard delete erases its record from every copy before it returns (:func:`erase`, in
-the delete's own transaction): it logs the record in ``vector_erasures`` under a new
-``vectors.seq`` (every process's matrix drops the row on its next refresh), deletes
-the ``vector_copies`` rows of the record's embedders and removes their files, those of
-saves under way included. A save that held the record commits nothing: its commit
-(:func:`commit`, under the write lock) finds the erasure logged after its seq, and
-removes its files instead.
+the delete's own transaction): it deletes the ``vector_copies`` rows of the record's
+embedders and removes their files, those of saves under way included (every process's
+matrix drops the row on its next refresh: the delete is logged in ``scope_log``). A
+save that held the record commits nothing: its commit (:func:`commit`, under the write
+lock) finds the record logged after its seq and gone, and removes its files instead.
 
 Files, in ``<database>.vectors/`` (``NAME`` = a digest of the embedder id, ``TOKEN`` =
 the save's): ``NAME.TOKEN.rows.npy`` (the vectors, in matrix order; a withdrawn one's
@@ -46,6 +46,8 @@ from zipfile import BadZipFile
 
 import numpy as np
 import xxhash
+
+from erstwhile.store.sqlite.change_log import changes_since
 
 try:
     import fcntl
@@ -223,8 +225,9 @@ _COPY = "SELECT token, seq, count, dimensions, checksum, format FROM vector_copi
 def commit(conn: sqlite3.Connection, where: Path, snapshot: Snapshot, written: Written) -> bool:
     """Records the written copy in ``vector_copies`` (under the write lock) and sweeps
     the embedder's other files, unless the copy is void: a record it holds was erased
-    (hard-deleted) after its seq, or a copy of a later seq is recorded, or a hard delete
-    removed its files meanwhile. A void copy's files are removed. Whether it committed."""
+    (hard-deleted) after its seq (or ``scope_log`` no longer says), or a copy of a later
+    seq is recorded, or a hard delete removed its files meanwhile. A void copy's files
+    are removed. Whether it committed."""
     name = _name(snapshot.embedder_id)
     base = f"{where / name}.{written.token}"
     try:
@@ -232,14 +235,11 @@ def commit(conn: sqlite3.Connection, where: Path, snapshot: Snapshot, written: W
         try:
             held = conn.execute(f"{_COPY} WHERE embedder_id = ?", (snapshot.embedder_id,))
             recorded = held.fetchone()
-            erased = np.fromiter(
-                (row[0] for row in conn.execute(
-                    "SELECT record FROM vector_erasures WHERE seq > ?", (snapshot.seq,))),
-                np.int64,
-            )  # fmt: skip
             suffixes = _SUFFIXES if snapshot.index is not None else _SUFFIXES[:2]
+            erased = erased_since(conn, snapshot.seq)
             void = (
                 (recorded is not None and int(recorded[1]) > snapshot.seq)
+                or erased is None
                 or bool(np.isin(erased, snapshot.rowids).any())
                 or not all(os.path.exists(base + suffix) for suffix in suffixes)
             )
@@ -307,10 +307,11 @@ def _remove(where: Path, name: str, tokens: set[str] | None) -> None:
 
 
 def erase(tx: Any, where: Path | None, rowid: int) -> None:
-    """Before a hard delete removes record ``rowid`` (in its transaction): logs the
-    erasure under a new ``vectors.seq``, voids every copy of an embedder that holds a
-    vector of the record (or held one: its past vectors) and removes their files, those
-    of saves under way included."""
+    """Before a hard delete removes record ``rowid`` (in its transaction): voids every
+    copy of an embedder that holds a vector of the record (or held one: its past
+    vectors) and removes their files, those of saves under way included. (Every
+    process's matrix drops the record on its next refresh: its row's delete is logged
+    in ``scope_log``.)"""
     embedders = [
         row[0]
         for row in tx.execute(
@@ -321,10 +322,6 @@ def erase(tx: Any, where: Path | None, rowid: int) -> None:
     ]
     if not embedders:
         return
-    tx.execute("UPDATE vector_seq SET value = value + 1")
-    tx.execute(
-        "INSERT INTO vector_erasures (seq, record) SELECT value, ? FROM vector_seq", (rowid,)
-    )
     marks = ", ".join("?" for _ in embedders)
     tx.execute(f"DELETE FROM vector_copies WHERE embedder_id IN ({marks})", embedders)
     if where is not None:
@@ -332,14 +329,20 @@ def erase(tx: Any, where: Path | None, rowid: int) -> None:
             _remove(where, _name(embedder_id), None)
 
 
-def erasures(conn: sqlite3.Connection, seq: int) -> tuple[np.ndarray, int]:
-    """The records erased after ``seq``, and the seq of the last."""
+def erased_since(conn: sqlite3.Connection, seq: int) -> np.ndarray | None:
+    """The records hard-deleted after ``scope_log`` entry ``seq`` (logged, their rows
+    gone), or None when entries after it were pruned (nothing can be said)."""
+    changes, _, pruned = changes_since(conn, seq)
+    if pruned:
+        return None
+    if not changes:
+        return np.zeros(0, np.int64)
     rows = conn.execute(
-        "SELECT record, seq FROM vector_erasures WHERE seq > ? ORDER BY seq", (seq,)
-    ).fetchall()
-    if not rows:
-        return np.zeros(0, np.int64), seq
-    return np.fromiter((r[0] for r in rows), np.int64, len(rows)), int(rows[-1][1])
+        "SELECT DISTINCT l.record FROM scope_log l WHERE l.seq > ?"
+        " AND NOT EXISTS (SELECT 1 FROM records r WHERE r.rowid = l.record)",
+        (seq,),
+    )
+    return np.fromiter((row[0] for row in rows), np.int64)
 
 
 def load(where: Path, conn: sqlite3.Connection, embedder_id: str, dimensions: int) -> Saved | None:
@@ -380,10 +383,13 @@ def _read_rows(path: str, count: int, dimensions: int, summer: Any) -> np.ndarra
     into ``summer``."""
     with open(path, "rb", buffering=0) as source:
         head = io.BytesIO(source.read(4096))
-        version = np.lib.format.read_magic(head)
-        if version != (1, 0):
-            raise ValueError("not a format 1.0 .npy file")
-        shape, fortran, dtype = np.lib.format.read_array_header_1_0(head)
+        try:  # numpy parses the header as a Python literal: a flipped byte raises anything
+            version = np.lib.format.read_magic(head)
+            if version != (1, 0):
+                raise ValueError("not a format 1.0 .npy file")
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(head)
+        except Exception as error:
+            raise ValueError(f"not a rows file: {error}") from error
         if shape != (count, dimensions) or fortran or dtype != np.dtype("<f4"):
             raise ValueError("not the recorded shape")
         offset = head.tell()

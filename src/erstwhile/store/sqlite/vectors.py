@@ -2,16 +2,17 @@
 
 Vectors live in the ``vectors`` table, in the same file and transactions as the
 records. To search them fast, each process keeps a read-through copy per embedder
-in one numpy matrix, refreshed incrementally from ``vectors.seq`` before every
-search; it is never a source of truth. The scope (namespace, filters, the temporal
-rule) is decided in SQL first — a true pre-filter — and only those rows are scored.
+in one numpy matrix, refreshed before every search from the file's one change feed
+(:mod:`erstwhile.store.sqlite.change_log`): it reads the vector each record logged
+since has now; it is never a source of truth. The scope (namespace, filters, the
+temporal rule) is decided in SQL first — a true pre-filter — and only those rows are
+scored.
 
-Stale cache rows cannot leak: a vector is never deleted while its record lives, it
-is withdrawn (no dimensions, new ``seq``), so a refresh sees every change; a rewritten
-vector gets a new ``seq`` and replaces its cached row; and record rowids are never
-reused (AUTOINCREMENT), so a hard-deleted record's cached row is never in scope. A
-hard delete also logs its record in ``vector_erasures`` under a new ``seq``, so the
-refresh drops (and zeroes) its row in every process: nothing of it is saved again.
+Stale cache rows cannot leak: every write of a vector row, and every change or delete
+of its record's row, logs the record, so a refresh sees it; a withdrawn vector (no
+dimensions) or a hard-deleted record's (no row) drops its cached row, which is zeroed,
+so nothing of it is saved again; and record rowids are never reused (AUTOINCREMENT),
+so a hard-deleted record's cached row is never in scope.
 
 A matrix of ``vector_file.SAVE_MIN`` vectors or more is saved beside the file
 (:mod:`erstwhile.store.sqlite.vector_file`) by a writer thread of the cache: a search
@@ -29,6 +30,7 @@ import numpy as np
 
 from erstwhile.store.sqlite import ann, vector_file
 from erstwhile.store.sqlite.ann import ListIndex
+from erstwhile.store.sqlite.change_log import changes_since
 from erstwhile.store.sqlite.connection import connect, log
 from erstwhile.store.sqlite.matrix_view import View
 
@@ -44,7 +46,7 @@ class _Matrix:
         self.count = 0
         self.position = np.full(1024, -1, dtype=np.int64)  # rowid -> row, -1 = none
         self.rowid_of = np.full(1024, -1, dtype=np.int64)  # row -> rowid, -1 = withdrawn
-        self.seq = 0
+        self.seq = -1  # the scope_log entry read up to; -1: nothing read
         self.live = 0  # rowids with a vector
         self.index = ListIndex(dimensions)
         #: Bumped when :meth:`regroup` moves rows: positions of one layout are never
@@ -288,49 +290,80 @@ class VectorCache:
             return [e for e, m in self._matrices.items() if m.dimensions == dimensions]
 
     def refresh(self, conn: sqlite3.Connection, embedder_id: str, dimensions: int) -> _Matrix:
-        """Pulls every vector written since the last refresh (inside the caller's read)."""
+        """Takes in every change logged since the last refresh (inside the caller's read):
+        the vector each record logged has now, or none."""
         with self._lock:
             matrix = self._matrices.get(embedder_id)
             if matrix is None or matrix.dimensions != dimensions:
                 matrix = self._matrices[embedder_id] = _Matrix(dimensions)
-            if matrix.seq == 0 and self.folder is not None:
+            if matrix.seq < 0 and self.folder is not None:
                 self._adopt(conn, embedder_id, matrix)
-            since = matrix.seq
-            if matrix.seq == 0:  # a first load: size the matrix once (an upper bound)
-                count, top = conn.execute(
-                    "SELECT (SELECT count(*) FROM vectors WHERE embedder_id = ?),"
-                    " (SELECT max(rowid) FROM records)",
-                    (embedder_id,),
-                ).fetchone()
-                if count:
-                    matrix.reserve(int(count), int(top))
-            cursor = conn.execute(
-                "SELECT record, vector, seq, dimensions FROM vectors WHERE embedder_id = ?"
-                " AND seq > ? AND dimensions IN (?, 0) ORDER BY seq",
-                (embedder_id, matrix.seq, dimensions),
-            )
-            # In chunks: a first refresh reads every vector, and a chunk's row objects
-            # are freed (and their memory reused) before the next is read.
-            while rows := cursor.fetchmany(_CHUNK):
-                # one row per record and embedder: its latest state, present or withdrawn
-                present = [r for r in rows if r[3]]
-                gone = [r[0] for r in rows if not r[3]]
-                if gone:
-                    matrix.withdraw(np.asarray(gone, dtype=np.int64))
-                if present:
-                    rowids = np.fromiter((r[0] for r in present), np.int64, len(present))
-                    blob = b"".join(r[1] for r in present)
-                    vectors = np.frombuffer(blob, dtype="<f4").reshape(len(present), dimensions)
-                    matrix.put(rowids, vectors)
-                matrix.seq = rows[-1][2]
-                self._unsaved[embedder_id] = self._unsaved.get(embedder_id, 0) + len(rows)
-            erased, last = vector_file.erasures(conn, since)  # hard-deleted since
-            if erased.shape[0]:
-                matrix.withdraw(erased)
-                matrix.seq = max(matrix.seq, last)
+            changes, top, pruned = changes_since(conn, matrix.seq)
+            if pruned:  # changes it has not read are gone from the log: read it whole
+                matrix = self._matrices[embedder_id] = _Matrix(dimensions)
+            if matrix.seq < 0:
+                self._load(conn, embedder_id, matrix)
+            elif changes:
+                self._catch_up(conn, embedder_id, matrix)
+            matrix.seq = max(matrix.seq, top or 0)
             if self._unsaved.get(embedder_id, 0) * _SAVE_SHARE > matrix.count >= self.save_min:
                 self._save(embedder_id, matrix)
             return matrix
+
+    def _load(self, conn: sqlite3.Connection, embedder_id: str, matrix: _Matrix) -> None:
+        """Reads an empty matrix whole from the table."""
+        count, top = conn.execute(
+            "SELECT (SELECT count(*) FROM vectors WHERE embedder_id = ?),"
+            " (SELECT max(rowid) FROM records)",
+            (embedder_id,),
+        ).fetchone()
+        if count:  # sized once (an upper bound)
+            matrix.reserve(int(count), int(top))
+        self._take(embedder_id, matrix, conn.execute(
+            "SELECT record, vector, dimensions FROM vectors"
+            " WHERE embedder_id = ? AND dimensions = ? ORDER BY record",
+            (embedder_id, matrix.dimensions),
+        ))  # fmt: skip
+        matrix.seq = 0
+
+    def _catch_up(self, conn: sqlite3.Connection, embedder_id: str, matrix: _Matrix) -> None:
+        """Reads the vector of each record logged past the matrix's seq: present (put,
+        unless its row holds it already), withdrawn or gone with its record (dropped)."""
+        self._take(embedder_id, matrix, conn.execute(
+            "SELECT l.record, v.vector, v.dimensions"
+            " FROM (SELECT DISTINCT record FROM scope_log WHERE seq > ?) AS l"
+            " LEFT JOIN vectors v ON v.record = l.record AND v.embedder_id = ?"
+            " ORDER BY l.record",
+            (matrix.seq, embedder_id),
+        ), changed_only=True)  # fmt: skip
+
+    def _take(
+        self, embedder_id: str, matrix: _Matrix, cursor: sqlite3.Cursor, *,
+        changed_only: bool = False,
+    ) -> None:  # fmt: skip
+        """Puts the present vectors of (record, vector, dimensions) rows, drops the
+        records of the others; in chunks: a first load reads every vector, and a chunk's
+        row objects are freed (and their memory reused) before the next is read."""
+        dimensions = matrix.dimensions
+        while rows := cursor.fetchmany(_CHUNK):
+            present = [r for r in rows if r[2] == dimensions]
+            gone = np.asarray([r[0] for r in rows if not r[2]], dtype=np.int64)  # or no row
+            gone = gone[matrix.has(gone)]
+            if gone.shape[0]:
+                matrix.withdraw(gone)
+            taken = int(gone.shape[0])
+            if present:
+                rowids = np.fromiter((r[0] for r in present), np.int64, len(present))
+                blob = b"".join(r[1] for r in present)
+                vectors = np.frombuffer(blob, dtype="<f4").reshape(len(present), dimensions)
+                if changed_only:  # a record logged for another change keeps its row
+                    held = matrix.has(rowids)
+                    same = np.zeros(rowids.shape[0], dtype=bool)
+                    same[held] = (matrix.gather(rowids[held]) == vectors[held]).all(axis=1)
+                    rowids, vectors = rowids[~same], vectors[~same]
+                matrix.put(rowids, vectors)
+                taken += int(rowids.shape[0])
+            self._unsaved[embedder_id] = self._unsaved.get(embedder_id, 0) + taken
 
     def _adopt(self, conn: sqlite3.Connection, embedder_id: str, matrix: _Matrix) -> None:
         """Starts an empty matrix from its saved copy, when there is a valid one."""
