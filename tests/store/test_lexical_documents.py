@@ -39,7 +39,7 @@ _BEFORE = [
     "DROP TABLE lexical_segments",
     "DROP TABLE lexical_docs",
     "DROP TABLE lexical_tail",
-    "CREATE INDEX vectors_seq_all ON vectors (seq)",
+    "CREATE INDEX vectors_seq_all ON vectors (record)",  # m012 drops it (m019 the column)
     "CREATE INDEX lexical_postings_record ON lexical_postings (namespace, record)",
     "CREATE INDEX lexical_fresh_record ON lexical_fresh (namespace, record)",
     "DELETE FROM schema_migrations WHERE name IN ('m011_lexical_documents', 'm012_lexical_tail',"

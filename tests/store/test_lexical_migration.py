@@ -22,7 +22,7 @@ _BEFORE = {
         "DROP TABLE lexical_stats",
         # from later migrations (m010 to m012, m015), run again after m007
         "DROP TABLE lexical_tail",
-        "CREATE INDEX vectors_seq_all ON vectors (seq)",
+        "CREATE INDEX vectors_seq_all ON vectors (record)",  # m012 drops it (m019 the column)
         "DROP TABLE lexical_docs",
         "DROP TABLE lexical_segments",
         "DELETE FROM schema_migrations WHERE name IN ('m010_fresh_postings',"
