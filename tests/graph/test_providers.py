@@ -175,3 +175,11 @@ def test_min_confidence_applies(server: FakeServer) -> None:
     assert extractor.extract("x", min_confidence=0.8).facts == ()
     assert len(extractor.extract("x", min_confidence=0.7).facts) == 1
     extractor.close()
+
+
+@pytest.mark.parametrize("url", ["ftp://example.invalid", "not a url at all"])
+def test_a_bad_extractor_url_names_the_extraction_setting(url: str) -> None:
+    from erstwhile.extraction.http import HttpExtractor
+
+    with pytest.raises(InvalidInput, match=r"^extraction\.base_url "):
+        HttpExtractor(base_url=url)

@@ -45,9 +45,10 @@ class HttpClient:
         backoff_max: float = 8.0,
         max_retry_after: float = 20.0,
         transport: httpx.BaseTransport | None = None,
+        setting: str = "embedding.base_url",
     ) -> None:
         self.name = name
-        self.base_url = _checked_base_url(base_url)
+        self.base_url = _checked_base_url(base_url, setting)
         self._api_key = api_key
         self._max_attempts = max(1, max_attempts)
         self._backoff_base = backoff_base
@@ -176,14 +177,16 @@ def _excerpt(text: str) -> str:
     return text if len(text) <= _BODY_EXCERPT else text[:_BODY_EXCERPT] + "…"
 
 
-def _checked_base_url(base_url: str) -> str:
+def _checked_base_url(base_url: str, setting: str) -> str:
+    """``base_url`` without a trailing slash; else :class:`InvalidInput` naming the
+    ``setting`` it came from (``embedding.base_url``, ``extraction.base_url``, …)."""
     try:
         url = httpx.URL(base_url)
     except (httpx.InvalidURL, TypeError):
-        raise InvalidInput(f"embedding.base_url {_display_raw(base_url)!r} is not a URL") from None
+        raise InvalidInput(f"{setting} {_display_raw(base_url)!r} is not a URL") from None
     if url.scheme not in ("http", "https") or not url.host:
         raise InvalidInput(
-            f"embedding.base_url {_display_raw(base_url)!r} must be an http:// or https:// URL"
+            f"{setting} {_display_raw(base_url)!r} must be an http:// or https:// URL"
         )
     return base_url.rstrip("/")
 

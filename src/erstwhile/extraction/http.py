@@ -68,6 +68,7 @@ class HttpExtractor(Extractor):
         self._http = HttpClient(
             name=self.extractor_id, base_url=base_url, api_key=api_key, timeout=timeout,
             max_attempts=max_attempts, backoff_base=backoff_base, transport=transport,
+            setting="extraction.base_url",
         )  # fmt: skip
 
     def _extract(self, text: str) -> Any:

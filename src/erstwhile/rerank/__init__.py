@@ -71,7 +71,7 @@ class HttpReranker(Reranker):
         self.name = f"http reranker at {base_url.rstrip('/')}"
         self._client = HttpClient(
             name="reranker", base_url=base_url, timeout=timeout, max_attempts=max_attempts,
-            api_key=Secret(api_key) if api_key else None,
+            api_key=Secret(api_key) if api_key else None, setting="reranker base_url",
         )  # fmt: skip
 
     def scores(self, query: str, documents: Sequence[str]) -> list[float]:
