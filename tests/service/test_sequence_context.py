@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -198,12 +197,3 @@ def test_a_vector_given_is_kept_and_still_context_for_the_next(
         vectors(memory, ns, ["a", "b"]),
         {"a": np.asarray(given_vector, dtype=np.float32), "b": oracle("Bob: hi", "Ann: hello")},
     )
-
-
-@pytest.mark.parametrize("content", ["Ann: a", "Ann: b"])
-def test_records_naming_no_sequence_are_embedded_as_before(
-    memory: erstwhile.Memory, content: str
-) -> None:
-    memory.add("plain", "first thing", id="p1")
-    memory.add("plain", content, id="p2")
-    assert_vectors(vectors(memory, "plain", ["p2"]), {"p2": own(content)})
