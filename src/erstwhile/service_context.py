@@ -11,9 +11,11 @@ or imported, get the same vectors.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import suppress
 
 import numpy as np
 
+from erstwhile.domain.errors import NotFound
 from erstwhile.domain.records import Record
 from erstwhile.domain.sequences import Place, combine, in_context, place_of
 from erstwhile.domain.time import to_us
@@ -21,32 +23,39 @@ from erstwhile.embedding.base import Embedder
 from erstwhile.store.base import Store
 
 
-def record_place(record: Record, now: int) -> Place | None:
-    """A record's place in its sequence (``valid_from`` unset: ``now``), or None."""
+def record_place(store: Store, namespace: str, record: Record, now: int) -> Place | None:
+    """A record's place in its sequence (``valid_from`` unset: ``now``), or None. A
+    record that supersedes others and sets no metadata has the first one's (as the
+    store will give it: the revision inherits it)."""
     at = now if record.valid_from is None else to_us(record.valid_from)
-    return place_of(record.id, record.metadata, at)
+    metadata = record.metadata
+    if record.supersedes and "metadata" not in record.model_fields_set:
+        with suppress(NotFound):  # else the write refuses it
+            metadata = store.get(namespace, record.supersedes[0]).metadata
+    return place_of(record.id, metadata, at, tuple(record.supersedes))
 
 
 def contexts(store: Store, namespace: str, records: Sequence[Record], now: int) -> list[str | None]:
     """For each record, the record before it (its content) in its sequence, or None."""
-    latest: dict[tuple[str | None, str | None], list[tuple[int, str]]] = {}
+    latest: dict[tuple[str | None, str | None], list[tuple[str, int, str]]] = {}
     out: list[str | None] = []
     for record in records:
-        place = record_place(record, now)
+        place = record_place(store, namespace, record, now)
         if place is None:
             out.append(None)
             continue
         key = (place.conversation, place.session)
         mine: tuple[int, str] | None = None  # the batch's own come after every stored one
-        for at, content in latest.get(key, []):
-            if at <= place.valid_from and (mine is None or at >= mine[0]):
+        for record_id, at, content in latest.get(key, []):
+            replaced = record_id in place.replaces
+            if at <= place.valid_from and not replaced and (mine is None or at >= mine[0]):
                 mine = (at, content)
         stored = store.before(namespace, place)
         if mine is not None and (stored is None or mine[0] >= stored[0]):
             out.append(mine[1])
         else:
             out.append(stored[1] if stored is not None else None)
-        latest.setdefault(key, []).append((place.valid_from, record.content))
+        latest.setdefault(key, []).append((record.id, place.valid_from, record.content))
     return out
 
 

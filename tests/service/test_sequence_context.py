@@ -58,6 +58,24 @@ def expected(records: list[Any]) -> dict[str, np.ndarray]:
     return out
 
 
+def expected_from_store(records: list[Any]) -> dict[str, np.ndarray]:
+    """What a re-embedding gives, every record stored: for each record, the last of its
+    sequence before it by (valid_from, write order) among all of them."""
+    out = {}
+    for n, record in enumerate(records):
+        key = (record.metadata.get("conversation"), record.metadata.get("session"))
+        place = (record.valid_from, n)
+        earlier = [
+            ((other.valid_from, m), other)
+            for m, other in enumerate(records)
+            if (other.metadata.get("conversation"), other.metadata.get("session")) == key
+            and (other.valid_from, m) < place
+        ]
+        before = max(earlier, key=lambda item: item[0])[1] if earlier else None
+        out[record.id] = oracle(record.content, before.content if before else None)
+    return out
+
+
 def assert_vectors(found: dict[str, np.ndarray], wanted: dict[str, np.ndarray]) -> None:
     assert set(found) == set(wanted)
     for record_id, vector in wanted.items():
@@ -94,7 +112,8 @@ def test_turn_by_turn_batch_import_and_backlog_give_the_same_vectors(
     memory: erstwhile.Memory, transcript: list[dict[str, Any]]
 ) -> None:
     """Sessions may repeat (a session resumed later) and their days need not increase:
-    every path gives each turn the vector the brute-force oracle gives it."""
+    every write path gives each turn the vector the brute-force oracle gives it from the
+    turns written before it; a reindex, from all the turns stored."""
     sessions = [
         {"id": s["id"], "timestamp": START + timedelta(days=s["day"]),
          "turns": [{"speaker": who, "text": " ".join(words)} for who, words in s["turns"]]}
@@ -116,8 +135,10 @@ def test_turn_by_turn_batch_import_and_backlog_give_the_same_vectors(
     memory.upsert(batch, [r.model_dump(include=FIELDS) for r in records])
     assert_vectors(vectors(memory, batch, ids), wanted)
 
-    memory.reindex(one_by_one)  # the vectors dropped, then refilled by the embed job
-    assert_vectors(vectors(memory, one_by_one, ids), wanted)
+    # the vectors dropped, then refilled by the embed job from what is stored: a session
+    # resumed with an earlier time now comes before the turns written ahead of it
+    memory.reindex(one_by_one)
+    assert_vectors(vectors(memory, one_by_one, ids), expected_from_store(records))
 
     imported = f"import-{tag}"
     report = import_conversation(memory, imported, sessions, conversation="c")
@@ -165,11 +186,11 @@ def test_the_record_before_is_the_live_one_by_valid_from_then_first_write(
     memory.add(ns, "two, corrected", id="2", metadata=session, valid_from="2024-01-01")
     memory.delete(ns, "3")
     memory.add(ns, "four", id="4", metadata=session, valid_from="2024-01-02")
-    # a record superseded is no one's context; its successor is
+    # a correction (supersedes, metadata inherited) is never embedded with what it
+    # corrects, and what it corrects is no one's context after it
     memory.upsert(ns, {"id": "5", "content": "five", "metadata": session,
                        "valid_from": "2024-01-03"})  # fmt: skip
-    memory.supersede(ns, "5", {"id": "5b", "content": "five again", "metadata": session,
-                                "valid_from": "2024-01-04"})  # fmt: skip
+    memory.supersede(ns, "5", {"id": "5b", "content": "five again", "valid_from": "2024-01-04"})
     memory.add(ns, "six", id="6", metadata=session, valid_from="2024-01-05")
     assert_vectors(
         vectors(memory, ns, ["0", "2", "4", "5b", "6"]),
@@ -177,7 +198,7 @@ def test_the_record_before_is_the_live_one_by_valid_from_then_first_write(
             "0": oracle("zero", None),
             "2": oracle("two, corrected", "one"),
             "4": oracle("four", "two, corrected"),  # "three" was deleted
-            "5b": oracle("five again", "five"),  # said when "five" still stood
+            "5b": oracle("five again", "four"),
             "6": oracle("six", "five again"),
         },
     )

@@ -15,7 +15,9 @@ The record before it is the sequence's live record (not deleted, not superseded,
 valid when it was said) that comes last before it by ``valid_from``, then by the order
 records were first written: for a turn written as it happens, the turn written just
 before it. A record revised later keeps its place (its first write), so a corrected
-turn is embedded with the turn before it, never with the turns said after it.
+turn is embedded with the turn before it, never with the turns said after it; a record
+that supersedes others is never embedded with them, and takes its sequence from the
+first of them when it names none itself (as it inherits their metadata).
 """
 
 from __future__ import annotations
@@ -32,12 +34,14 @@ SEQUENCE_KEYS = ("conversation", "session")
 @dataclass(frozen=True)
 class Place:
     """Where a record stands in its sequence: what the store needs to find the record
-    before it. ``record_id`` is the record itself (never its own context)."""
+    before it. ``record_id`` is the record itself and ``replaces`` the records it
+    supersedes: none of them is its context."""
 
     record_id: str
     conversation: str | None
     session: str | None
     valid_from: int
+    replaces: tuple[str, ...] = ()
 
 
 def sequence_of(metadata: Mapping[str, str]) -> tuple[str | None, str | None] | None:
@@ -49,12 +53,14 @@ def sequence_of(metadata: Mapping[str, str]) -> tuple[str | None, str | None] | 
     return conversation, session
 
 
-def place_of(record_id: str, metadata: Mapping[str, str], valid_from: int) -> Place | None:
+def place_of(
+    record_id: str, metadata: Mapping[str, str], valid_from: int, replaces: tuple[str, ...] = ()
+) -> Place | None:
     """The record's place in its sequence, or None when it names none."""
     sequence = sequence_of(metadata)
     if sequence is None:
         return None
-    return Place(record_id, sequence[0], sequence[1], valid_from)
+    return Place(record_id, sequence[0], sequence[1], valid_from, replaces)
 
 
 def in_context(before: str, content: str) -> str:

@@ -41,11 +41,12 @@ def before(d: Dialect, tx: Tx, namespace: str, place: Place) -> tuple[int, str] 
     clauses, params = metadata_clause(d, "p", namespace, filters, [], [])
     clauses += [f"{d.json_text('p.metadata', k)} IS NULL" for k, v in given.items() if v is None]
     at = place.valid_from
+    others, other_params = d.in_list("p.id", [place.record_id, *place.replaces])
     where = conjunction(
         [
             "p.namespace = ?",
             *clauses,
-            "p.id <> ?",
+            f"NOT ({others})",
             "p.deleted_at IS NULL",
             "p.superseded_by IS NULL",
             "(p.valid_to IS NULL OR p.valid_to > ?)",
@@ -53,7 +54,7 @@ def before(d: Dialect, tx: Tx, namespace: str, place: Place) -> tuple[int, str] 
             "(SELECT s.rowid FROM records s WHERE s.namespace = ? AND s.id = ?), ?)))",
         ]
     )
-    values: list[Any] = [namespace, *params, place.record_id, at, at, at]
+    values: list[Any] = [namespace, *params, *other_params, at, at, at]
     values += [namespace, place.record_id, MAX_INT64]
     row = tx.execute(
         f"SELECT p.valid_from, p.content FROM records p WHERE {where}"
