@@ -110,7 +110,7 @@ def unit(v: np.ndarray) -> np.ndarray:
 def run(path: Path, cache: Path | None, only: set[str] | None = None) -> dict[str, Any]:
     samples = json.loads(path.read_text())
     embedder = VectorFile(cache) if cache is not None else None
-    workdir = Path(tempfile.mkdtemp(prefix="msbench-multihop-"))
+    workdir = Path(tempfile.mkdtemp(prefix="erstwhile-multihop-"))
     per: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     try:
         memory = erstwhile.open(workdir / "s.db", embedder=embedder, background_jobs=False)
