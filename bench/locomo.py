@@ -152,7 +152,7 @@ def run_locomo(
     if conversations is not None:
         samples = samples[:conversations]
     started = time.perf_counter()
-    embedder = VectorFile(cache) if cache is not None else None
+    embedder = VectorFile(cache)  # one text is embedded once per invocation
     runs: dict[str, Any] = {}
     try:
         for name in formats:
@@ -160,8 +160,7 @@ def run_locomo(
                 label = name if write == "import" else f"{name}+{write}"
                 runs[label] = run_format(samples, FORMATS[name], write=write, embedder=embedder)
     finally:
-        if embedder is not None:
-            embedder.save()
+        embedder.save()
     first = next(iter(runs.values()))
     return {
         "file": path.name,
@@ -179,10 +178,12 @@ def run_locomo(
 
 
 class VectorFile(Embedder):
-    """The default embedder behind a file of the vectors it gave (same id, same
-    vectors): a rerun of the bench embeds only texts it has not seen."""
+    """The default embedder behind a table of the vectors it gave (same id, same
+    vectors), kept in ``path`` when given: a text is embedded once per invocation (the
+    second write path's write time has no embedding in it), and a rerun with the same
+    file embeds only texts it has not seen."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path | None) -> None:
         inner = build_embedder(None)
         assert inner is not None
         super().__init__(model=inner.model, dimensions=inner.dimensions,
@@ -191,7 +192,7 @@ class VectorFile(Embedder):
         self.inner = inner
         self.path = path
         self.known: dict[tuple[str, bool], np.ndarray] = {}
-        if path.exists():
+        if path is not None and path.exists():
             with np.load(path, allow_pickle=False) as data:
                 for text, query, vector in zip(
                     data["texts"], data["queries"], data["vectors"], strict=True
@@ -217,7 +218,7 @@ class VectorFile(Embedder):
         return np.stack([self.known[(t, query)] for t in texts]).astype(np.float32)
 
     def save(self) -> None:
-        if len(self.known) == self.loaded:
+        if self.path is None or len(self.known) == self.loaded:
             return
         keys = list(self.known)
         np.savez(self.path, texts=np.array([t for t, _ in keys]),
