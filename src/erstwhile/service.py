@@ -71,6 +71,7 @@ from erstwhile.jobs.mining import MineReport, MineRequest, run_mine_job
 from erstwhile.jobs.rows import JobThreads, Stop
 from erstwhile.policy import Policy, admits, check_cap, check_trust
 from erstwhile.rerank import Reranker, rerank_hits
+from erstwhile.service_context import contexts, embed_in_context
 from erstwhile.service_fusion import fuse
 from erstwhile.service_graph import GraphMethods
 from erstwhile.store.base import Store
@@ -262,7 +263,7 @@ class Service(GraphMethods):
             prepared.append(record)
         warnings: list[str] = []
         if embedder is not None and units is None:
-            prepared = self._embed_inline(embedder, prepared, warnings)
+            prepared = self._embed_inline(namespace, embedder, prepared, warnings)
         written = self.store.upsert(
             namespace,
             prepared,
@@ -280,17 +281,21 @@ class Service(GraphMethods):
             ids=[i for i, _ in written], versions=[v for _, v in written], warnings=warnings
         )
 
-    @staticmethod
     def _embed_inline(
-        embedder: Embedder, records: list[Record], warnings: list[str]
+        self, namespace: str, embedder: Embedder, records: list[Record], warnings: list[str]
     ) -> list[Record]:
-        """Embeds the records that came without a vector. A provider failure never
-        fails the write: the record is stored and the embed job retries later."""
+        """Embeds the records that came without a vector, each that names a conversation
+        or session with the record before it (:mod:`erstwhile.service_context`). A
+        provider failure never fails the write: the record is stored and the embed job
+        retries later."""
         todo = [i for i, r in enumerate(records) if r.vector is None]
         if not todo:
             return records
+        befores = contexts(self.store, namespace, records, self.clock())
         try:
-            vectors = embedder.embed_documents([records[i].content for i in todo])
+            vectors = embed_in_context(
+                embedder, [records[i].content for i in todo], [befores[i] for i in todo]
+            )
         except ProviderFailed as error:
             warnings.append(
                 f"embedding_failed: {error.message}; stored without a vector, "

@@ -196,7 +196,10 @@ class AddMemoryInput(_Input):
         "over time; no two current memories share a key.",
     )
     metadata: MetadataInput = Field(
-        default_factory=dict, description="Extra key/value pairs (values are stored as text)."
+        default_factory=dict,
+        description="Extra key/value pairs (values are stored as text). A `session` or "
+        "`conversation` key names the conversation it was said in: it is then embedded "
+        "with the memory before it there, so a reply is found by what it answered.",
     )
     valid_from: str | None = Field(
         default=None,

@@ -1,9 +1,11 @@
 """The embed job: fills a namespace's missing vectors for its current embedder.
 
-It reads records with no vector for the embedder in batches, embeds them and stores
-the vectors, each batch in its own transaction — so a pause, a crash or a re-run
-loses nothing and embeds nothing twice. A provider failure fails the job, visibly
-(the job row says ``failed`` with the error) and raises.
+It reads records with no vector for the embedder in batches, embeds them (a record
+that names a conversation or session with the record before it, as every write path
+does: :mod:`erstwhile.service_context`) and stores the vectors, each batch in its own
+transaction — so a pause, a crash or a re-run loses nothing and embeds nothing twice.
+A provider failure fails the job, visibly (the job row says ``failed`` with the error)
+and raises.
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from erstwhile.domain.errors import ErstwhileError, ProviderFailed
 from erstwhile.domain.time import now_us
 from erstwhile.embedding.base import Embedder
 from erstwhile.jobs.rows import JobCrashed, Stop, job_row
+from erstwhile.service_context import embed_in_context
 from erstwhile.store.base import Store
 
 log = logging.getLogger("erstwhile.jobs")
@@ -107,7 +112,7 @@ def run_embed_job(
                 store.clear_vectors(namespace, embedder.embedder_id)
             total = store.backlog_count(namespace, embedder.embedder_id)
             while pending := store.backlog(namespace, embedder.embedder_id, batch):
-                vectors = embedder.embed_documents([content for _, _, content in pending])
+                vectors = embed_pending(store, namespace, embedder, pending)
                 done = row.done + store.store_vectors(
                     namespace,
                     embedder.embedder_id,
@@ -123,6 +128,21 @@ def run_embed_job(
         raise ProviderFailed(error.message) from None
     remaining = store.backlog_count(namespace, embedder.embedder_id)
     return JobReport(row.id, namespace, embedder.embedder_id, row.done, remaining)
+
+
+def embed_pending(
+    store: Store, namespace: str, embedder: Embedder, pending: list[tuple[int, str, str]]
+) -> np.ndarray:
+    """The vectors of a backlog batch ``(rowid, hash, content)``: a record that names a
+    conversation or session embedded with the record before it, as when it was written
+    (:mod:`erstwhile.service_context`)."""
+    places = store.places(namespace, [rowid for rowid, _, _ in pending])
+    befores: list[str | None] = []
+    for rowid, _, _ in pending:
+        place = places.get(rowid)
+        found = store.before(namespace, place) if place is not None else None
+        befores.append(found[1] if found is not None else None)
+    return embed_in_context(embedder, [content for _, _, content in pending], befores)
 
 
 class BackgroundEmbedder:

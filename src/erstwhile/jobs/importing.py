@@ -36,8 +36,6 @@ from datetime import UTC
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from erstwhile.domain.errors import InvalidInput, ProviderFailed, SemanticUnavailable
 from erstwhile.domain.records import Record, UpsertResult, validate_namespace
 from erstwhile.domain.time import format_instant, from_us, parse_instant
@@ -51,6 +49,7 @@ from erstwhile.jobs.batches import (
     check_batch_size,
 )
 from erstwhile.memory import Memory, to_record
+from erstwhile.service_context import contexts, embed_in_context
 
 DEFAULT_TEMPLATE = "{speaker}: {text}"
 TEMPLATE_FIELDS = ("speaker", "text", "date", "time", "session", "conversation")
@@ -185,7 +184,7 @@ def import_conversation(
     for where, record in records:
         checker(record, where)
     if checker.embedder is not None:
-        records = embed_in_context(checker.embedder, records)
+        records = embed_turns(memory, namespace, checker.embedder, records)
     label = f"conversation {conversation}" if conversation else "conversation"
     writer = _writer(memory, namespace, label, batch_size, len(records), progress)
     for where, record in records:
@@ -193,42 +192,36 @@ def import_conversation(
     return _report(writer, namespace)
 
 
-def embed_in_context(
-    embedder: Embedder, records: list[tuple[str, Record]]
+def embed_turns(
+    memory: Memory, namespace: str, embedder: Embedder, records: list[tuple[str, Record]]
 ) -> list[tuple[str, Record]]:
-    """Gives each turn without a vector the mean of two embeddings: of its content, and
-    of the turn before it in the same session followed by its content ("Melanie: What
-    was it?" means little without what was asked). The content is unchanged, and both
-    texts are embedded by the namespace's own embedder, so the vector is one of its
-    vectors. A session's first turn gets its content's embedding alone. A provider
-    failure leaves the turns without vectors: the store embeds them as usual (content
-    only), as it does when they are re-embedded for another embedder.
+    """Gives each turn without a vector the vector every write path gives a record that
+    names its session (:mod:`erstwhile.domain.sequences`): the mean of two embeddings,
+    of its content and of the turn before it in its session followed by its content
+    ("Melanie: What was it?" means little without what was asked). The turn before a
+    session's first turn of the transcript is the session's last stored turn, if any.
+    The content is unchanged, and both texts are embedded by the namespace's own
+    embedder, so the vector is one of its vectors. A provider failure leaves the turns
+    without vectors: the store embeds them as usual (in context, the same rule).
 
     Chosen on LoCoMo conversations 0-1 and held on 2-4 (bench/README.md, "Fusion"):
     semantic R@10 0.474 -> 0.548, hybrid 0.650 -> 0.686."""
     todo = [i for i, (_, record) in enumerate(records) if record.vector is None]
     if not todo:
         return records
-    contexts: list[str] = []
-    for i in todo:
-        record = records[i][1]
-        before = records[i - 1][1] if i > 0 else None
-        same = before is not None and before.metadata.get("session") == record.metadata.get(
-            "session"
-        )
-        contexts.append(f"{before.content}\n{record.content}" if same and before else "")
+    befores = contexts(
+        memory.service.store, namespace, [r for _, r in records], memory.service.clock()
+    )
     try:
-        own = embedder.embed_documents([records[i][1].content for i in todo])
-        paired = [n for n, text in enumerate(contexts) if text]
-        joint = embedder.embed_documents([contexts[n] for n in paired])
+        vectors = embed_in_context(
+            embedder, [records[i][1].content for i in todo], [befores[i] for i in todo]
+        )
     except ProviderFailed:
         return records
-    own[paired] += joint
-    own /= np.maximum(np.linalg.norm(own, axis=1, keepdims=True), 1e-12)
     out = list(records)
     for n, i in enumerate(todo):
         where, record = records[i]
-        out[i] = (where, record.model_copy(update={"vector": own[n].tolist()}))
+        out[i] = (where, record.model_copy(update={"vector": vectors[n].tolist()}))
     return out
 
 

@@ -21,6 +21,7 @@ from erstwhile.domain.auth import Token
 from erstwhile.domain.ledger import ChangesPage, LedgerEntry
 from erstwhile.domain.records import Record
 from erstwhile.domain.search import ExpireRequest, SearchRequest
+from erstwhile.domain.sequences import Place
 from erstwhile.domain.time import Window
 from erstwhile.store.sql.graph import Graph
 from erstwhile.store.sql.maintenance import Finding, Read
@@ -206,6 +207,16 @@ class Store(Protocol):
     ) -> int:
         """Stores derived vectors of the namespace's (rowid, content hash) pairs whose
         content is still that hash; returns how many were stored."""
+        ...
+
+    def places(self, namespace: str, rowids: Sequence[int]) -> dict[int, Place]:
+        """The places in their sequences of the records ``rowids`` that name one
+        (:mod:`erstwhile.domain.sequences`), by rowid."""
+        ...
+
+    def before(self, namespace: str, place: Place) -> tuple[int, str] | None:
+        """``(valid_from, content)`` of the record before ``place`` in its sequence
+        (:mod:`erstwhile.domain.sequences`), or None when it is the first."""
         ...
 
     def clear_vectors(self, namespace: str, embedder_id: str) -> int:

@@ -22,9 +22,10 @@ from erstwhile.domain.errors import NotFound
 from erstwhile.domain.ledger import CHANGE_OPS, Change, ChangesPage, LedgerEntry, change_kind
 from erstwhile.domain.records import Record
 from erstwhile.domain.search import ExpireAction, ExpireRequest, SearchRequest
+from erstwhile.domain.sequences import Place
 from erstwhile.domain.time import Window, format_instant, from_us
 from erstwhile.gc_pause import gc_paused
-from erstwhile.store.sql import expiry, lexical, lexical_index
+from erstwhile.store.sql import expiry, lexical, lexical_index, sequences
 from erstwhile.store.sql.dialect import Database, Dialect, Lane, Tx
 from erstwhile.store.sql.graph import Graph
 from erstwhile.store.sql.maintenance import Finding, Read
@@ -434,6 +435,14 @@ class SqlStore:
         stored = self.db.write(work)
         d.wrote(stored)
         return stored
+
+    def places(self, namespace: str, rowids: Sequence[int]) -> dict[int, Place]:
+        with self.db.read() as tx:
+            return sequences.places(self.dialect, tx, namespace, rowids)
+
+    def before(self, namespace: str, place: Place) -> tuple[int, str] | None:
+        with self.db.read() as tx:
+            return sequences.before(self.dialect, tx, namespace, place)
 
     def clear_vectors(self, namespace: str, embedder_id: str) -> int:
         """Drops a namespace's vectors for ``embedder_id`` (reindex makes them a backlog)."""
