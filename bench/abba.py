@@ -66,7 +66,7 @@ def worker(size: int, queries: int, seed: int) -> None:
     for j, text in enumerate(data.queries.texts):
         table.setdefault(text, data.queries.vectors[j])
     by_case = case_queries(data, table)
-    with tempfile.TemporaryDirectory(prefix="msbench-abba-") as workdir:  # its store goes
+    with tempfile.TemporaryDirectory(prefix="erstwhile-bench-abba-") as workdir:  # its store goes
         engine = ErstwhileEngine(str(Path(workdir) / "erstwhile.db"), "erstwhile", table)
         engine.ingest(data, 1000)
         print(json.dumps({"ready": True, "erstwhile": erstwhile.__file__}), flush=True)
@@ -173,7 +173,7 @@ BENCH_FILES = {"quick": ("speed_10k.json",), "full": ("speed_10k.json", "speed_1
 
 def bench_run(tree: Path, size: str) -> dict[str, dict[str, Any]]:
     """One run of the speed bench from ``tree``: its result per file written."""
-    with tempfile.TemporaryDirectory(prefix="msbench-abba-run-") as out:
+    with tempfile.TemporaryDirectory(prefix="erstwhile-bench-abba-run-") as out:
         command = [sys.executable, "-m", "bench", "run", "--size", size, "--only", "speed",
                    "--engines", "none", "--results", out]  # fmt: skip
         done = subprocess.run(command, cwd=str(tree), env=tree_env(tree).copy()

@@ -58,7 +58,7 @@ def run_coldcli(rounds: int = 5) -> dict[str, Any]:
 
     package = Path(erstwhile.__file__).parent
     compiled = compileall.compile_dir(str(package), quiet=1, force=False)
-    workdir = Path(tempfile.mkdtemp(prefix="msbench-cold-"))
+    workdir = Path(tempfile.mkdtemp(prefix="erstwhile-bench-cold-"))
     env = {k: v for k, v in os.environ.items() if k != "ERSTWHILE_EMBEDDER"}
     script = Path(sys.executable).with_name("erstwhile")
     cli = [str(script)] if script.exists() else [

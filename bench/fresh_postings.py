@@ -34,7 +34,7 @@ ROUNDS = 15
 
 def run(size: int, seed: int) -> dict[str, Any]:
     data = generate(size, 10, seed)
-    workdir = Path(tempfile.mkdtemp(prefix="msbench-fresh-"))
+    workdir = Path(tempfile.mkdtemp(prefix="erstwhile-bench-fresh-"))
     try:
         engine = ErstwhileEngine(str(workdir / "fresh.db"), "fresh", {})
         engine.open()

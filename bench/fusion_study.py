@@ -56,7 +56,7 @@ def _lanes(memory: erstwhile.Memory, namespace: str, text: str, **options: Any) 
 
 def dump_time(seed: int, subjects: int = 500) -> dict[str, Any]:
     records, questions = timeaware.generate(subjects, seed)
-    workdir = Path(tempfile.mkdtemp(prefix="msbench-fusion-"))
+    workdir = Path(tempfile.mkdtemp(prefix="erstwhile-bench-fusion-"))
     try:
         with erstwhile.open(workdir / "time.db", background_jobs=False) as memory:
             memory.upsert("plain", records)
@@ -75,7 +75,7 @@ def dump_locomo(path: Path) -> dict[str, Any]:
     samples = json.loads(path.read_text())
     out: dict[str, Any] = {"set": "locomo", "formats": {}}
     for name, template in FORMATS.items():
-        workdir = Path(tempfile.mkdtemp(prefix="msbench-fusion-"))
+        workdir = Path(tempfile.mkdtemp(prefix="erstwhile-bench-fusion-"))
         rows = []
         try:
             with erstwhile.open(workdir / "locomo.db", background_jobs=False) as memory:

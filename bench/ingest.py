@@ -98,7 +98,7 @@ def run(
         engines[f"erstwhile {label or revision(before)} (before)"] = before
     if peers:
         engines["sqlite-vec + FTS5"] = None
-    workdir = Path(tempfile.mkdtemp(prefix="msbench-ingest-"))
+    workdir = Path(tempfile.mkdtemp(prefix="erstwhile-bench-ingest-"))
     procs: dict[str, subprocess.Popen[str]] = {}
     try:
         for n, (name, src) in enumerate(engines.items()):

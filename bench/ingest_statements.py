@@ -93,7 +93,7 @@ def timed(size: int, seed: int) -> dict[str, Any]:
     connection._with_lock_retry = timed_retried
     lexical_merge._prepare = timed_prepare
     try:
-        with tempfile.TemporaryDirectory(prefix="msbench-statements-") as workdir:
+        with tempfile.TemporaryDirectory(prefix="erstwhile-bench-statements-") as workdir:
             engine = ErstwhileEngine(str(Path(workdir) / "m.db"), "erstwhile", {})
             engine.open()
             total = 0.0

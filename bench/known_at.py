@@ -65,7 +65,7 @@ def load(m: Any, size: int, rng: random.Random, clock: list[int]) -> int:
 def run(size: int, queries: int, postgres: str | None, seed: int = 7) -> dict[str, Any]:
     """One run on a fresh store, removed afterwards: a temporary SQLite file, or (with
     ``postgres``) a schema of its own on that server, dropped at the end."""
-    with tempfile.TemporaryDirectory(prefix="msbench-known-at-") as workdir:
+    with tempfile.TemporaryDirectory(prefix="erstwhile-bench-known-at-") as workdir:
         if postgres is None:
             return _run(size, queries, str(Path(workdir) / "bench.db"), seed)
         import psycopg

@@ -197,7 +197,7 @@ def read_both(conn: sqlite3.Connection, namespace: str, term: str, df: int) -> d
 
 def run(size: int, seed: int) -> dict[str, Any]:
     data = generate(size, 10, seed)
-    workdir = Path(tempfile.mkdtemp(prefix="msbench-segments-"))
+    workdir = Path(tempfile.mkdtemp(prefix="erstwhile-bench-segments-"))
     try:
         path = workdir / "store.db"
         engine = ErstwhileEngine(str(path), "segments", {})

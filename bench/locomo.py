@@ -234,7 +234,7 @@ def run_format(
     write: str = "import",
     embedder: Embedder | None = None,
 ) -> dict[str, Any]:
-    workdir = Path(tempfile.mkdtemp(prefix="msbench-locomo-"))
+    workdir = Path(tempfile.mkdtemp(prefix="erstwhile-bench-locomo-"))
     per: dict[str, dict[str, list[dict[str, float]]]] = {r: defaultdict(list) for r in RANKINGS}
     times: dict[str, list[float]] = {r: [] for r in RANKINGS}
     skipped: list[str] = []

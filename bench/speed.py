@@ -107,7 +107,7 @@ class PgServer:
     """A throwaway PostgreSQL started with scripts/pg-up, when no URL is given."""
 
     def __init__(self) -> None:
-        self.dir = tempfile.mkdtemp(prefix="msbench-pg-")
+        self.dir = tempfile.mkdtemp(prefix="erstwhile-bench-pg-")
         self.url: str | None = None
 
     def start(self) -> str | None:
@@ -194,7 +194,7 @@ def run_speed(
         else:
             skipped[ERSTWHILE_PG] = "this tree has no PostgreSQL backend for erstwhile.open yet"
             wanted = wanted - {"pg"}
-    workdir = Path(tempfile.mkdtemp(prefix="msbench-speed-"))
+    workdir = Path(tempfile.mkdtemp(prefix="erstwhile-bench-speed-"))
     engines: list[Engine] = []
     result: dict[str, Any] = {}
     try:

@@ -41,7 +41,7 @@ def load(memory: erstwhile.Memory, namespace: str, batch: list[dict[str, Any]]) 
 def run_tenants(namespaces: int, per: int, queries: int) -> dict[str, Any]:
     data = generate(per, queries, 7)
     table = {text: data.queries.vectors[j] for j, text in enumerate(data.queries.texts)}
-    workdir = Path(tempfile.mkdtemp(prefix="msbench-tenants-"))
+    workdir = Path(tempfile.mkdtemp(prefix="erstwhile-bench-tenants-"))
     embedder = QueryTableEmbedder(384, table)
     alone = erstwhile.open(str(workdir / "alone.db"), embedder=embedder, background_jobs=False)
     crowd = erstwhile.open(str(workdir / "crowd.db"), embedder=embedder, background_jobs=False)

@@ -180,7 +180,7 @@ def dated(record: dict[str, Any]) -> dict[str, Any]:
 def run_timeaware(subjects: int = 500, *, seed: int = 11) -> dict[str, Any]:
     started = time.perf_counter()
     records, questions = generate(subjects, seed)
-    workdir = Path(tempfile.mkdtemp(prefix="msbench-time-"))
+    workdir = Path(tempfile.mkdtemp(prefix="erstwhile-bench-time-"))
     try:
         memory = erstwhile.open(workdir / "time.db", background_jobs=False)
         with memory:
