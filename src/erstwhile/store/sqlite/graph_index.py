@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -45,16 +46,16 @@ from erstwhile.store.sql.scoring import gathered_scores
 #: costs about what a graph search does).
 MIN_ROWS = 5_000
 #: Links per node (faiss's M) and the breadth of a build's searches.
-LINKS = 16
-CONSTRUCTION = 40
+LINKS = 32
+CONSTRUCTION = 64
 #: The search breadths a calibration tries, in order.
 BREADTHS = (16, 32, 64, 128, 256, 512, 1024)
 #: The mean recall@10 a calibrated breadth reaches, and its 10th percentile's floor.
 TARGET = 0.97
 FLOOR = 0.9
 #: Search depths (limit / share of the store in scope) calibrated: scope shares 1 to
-#: 1/64 at a limit of 10.
-DEPTHS = (10, 20, 40, 80, 160, 320, 640)
+#: 1/64 at a limit of 10 (a scope is searched at the breadth of the next depth up).
+DEPTHS = (10, 15, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640)
 _QUERIES = 200
 _K = 10
 #: Candidates asked of the graph: this times the limit (rescored exactly).
@@ -112,16 +113,16 @@ def search_labels(index: Any, queries: np.ndarray, k: int, breadth: int,
 def calibrate(index: Any, rows: np.ndarray | _Snapshot, rng: np.random.Generator) -> np.ndarray:
     """The breadth for each of ``DEPTHS`` (0: none reaches the target): held-out stored
     vectors as queries, and for depth d a random scope of 10/d of the labels; recall
-    of the exact top 10 of the scope, the query's own label left out."""
+    of the exact top 10 of the scope with the query's own label left out (found or
+    not: leave-one-out)."""
     count = rows.shape[0]
     picks = np.sort(rng.choice(count, min(_QUERIES, count), replace=False))
     queries = np.ascontiguousarray(rows[picks], dtype=np.float32)
     scopes = [np.ones(count, dtype=bool)]
     scopes += [rng.random(count) < _K / depth for depth in DEPTHS[1:]]
-    for scope in scopes:
-        scope[picks] = False  # never its own answer
-    # each scope's exact top 10 by a running merge over chunks of rows (no full
-    # queries x rows score matrix: 800 MB at 1M)
+    # each scope's exact top 11 (the query itself may be one) by a running merge over
+    # chunks of rows: no queries x rows score matrix (800 MB at 1M)
+    want = _K + 1
     best = [np.zeros((queries.shape[0], 0), np.int64) for _ in scopes]
     best_scores = [np.zeros((queries.shape[0], 0), np.float32) for _ in scopes]
     for start in range(0, count, _CHUNK):
@@ -132,23 +133,31 @@ def calibrate(index: Any, rows: np.ndarray | _Snapshot, rng: np.random.Generator
             merged = np.concatenate([best_scores[s], scores[:, members]], 1)
             ids = np.concatenate([best[s], np.broadcast_to(members + start,
                                   (queries.shape[0], members.shape[0]))], 1)  # fmt: skip
-            k = min(_K, merged.shape[1])
+            k = min(want, merged.shape[1])
             if k == 0:
                 continue
             keep = np.argpartition(-merged, k - 1, axis=1)[:, :k]
             best_scores[s] = np.take_along_axis(merged, keep, 1)
             best[s] = np.take_along_axis(ids, keep, 1)
-    truths = best
+    truths = []  # per scope, per query: its true top 10, itself left out
+    for ids, scores in zip(best, best_scores, strict=True):
+        order = np.argsort(-scores, axis=1, kind="stable")
+        ranked = np.take_along_axis(ids, order, 1)
+        truths.append([[int(i) for i in row if i != own][:_K]
+                       for row, own in zip(ranked, picks, strict=True)])  # fmt: skip
     breadths = np.zeros(len(DEPTHS), dtype=np.int64)
     step = 0
     for d, (scope, truth) in enumerate(zip(scopes, truths, strict=True)):
-        if truth.shape[1] == 0:
+        k = max(len(t) for t in truth)
+        if k == 0:
             continue
         selected = np.flatnonzero(scope)
         while step < len(BREADTHS):
-            found = search_labels(index, queries, truth.shape[1], BREADTHS[step], selected)
-            recall = np.array([len(set(f.tolist()) & set(t.tolist())) / t.shape[0]
-                               for f, t in zip(found, truth, strict=True)])  # fmt: skip
+            found = search_labels(index, queries, k + 1, BREADTHS[step], selected)
+            recall = np.array([
+                len(set(f.tolist()) & set(t)) / len(t) if t else 1.0
+                for f, t in zip(found, truth, strict=True)
+            ])  # fmt: skip
             if recall.mean() >= TARGET and np.quantile(recall, 0.1) >= FLOOR:
                 breadths[d] = BREADTHS[step]
                 break
@@ -167,6 +176,7 @@ class GraphIndex:
         self.label_of = np.full(0, -1, dtype=np.int64)  # rowid -> its current label
         self.breadths = np.zeros(len(DEPTHS), dtype=np.int64)
         self.calibrated = 0  # vectors the breadths were calibrated on
+        self.built_s = 0.0  # the last build's seconds (graph and calibration)
         self.size = 0  # current labels in the graph
         self.tail = np.zeros(0, dtype=np.int64)  # rowids taken since, not in the graph
         self.absorbing = False
@@ -250,6 +260,7 @@ class GraphIndex:
         """Builds and calibrates a graph of a snapshot (``rows[positions[i]]`` is
         ``rowids[i]``'s vector) without the lock, then under it installs it and applies
         what changed meanwhile."""
+        started = time.perf_counter()
         try:
             faiss = _faiss()
             faiss.omp_set_num_threads(build_threads())  # this thread's OpenMP only
@@ -267,6 +278,7 @@ class GraphIndex:
         with lock:
             pending, self._pending = self._pending or set(), None
             self.index, self.breadths = index, breadths
+            self.built_s = time.perf_counter() - started
             self.calibrated = self.size = int(rowids.shape[0])
             self.rowid_of = rowids.astype(np.int64, copy=True)
             top = int(rowids.max()) + 1 if rowids.shape[0] else 0
