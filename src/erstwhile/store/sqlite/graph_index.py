@@ -118,8 +118,8 @@ def calibrate(index: Any, rows: np.ndarray | _Snapshot, rng: np.random.Generator
     count = rows.shape[0]
     picks = np.sort(rng.choice(count, min(_QUERIES, count), replace=False))
     queries = np.ascontiguousarray(rows[picks], dtype=np.float32)
-    scopes = [np.ones(count, dtype=bool)]
-    scopes += [rng.random(count) < _K / depth for depth in DEPTHS[1:]]
+    scopes: list[np.ndarray] = [np.ones(count, dtype=bool)]
+    scopes += [np.asarray(rng.random(count) < _K / depth) for depth in DEPTHS[1:]]
     # each scope's exact top 11 (the query itself may be one) by a running merge over
     # chunks of rows: no queries x rows score matrix (800 MB at 1M)
     want = _K + 1

@@ -30,8 +30,8 @@ import numpy as np
 
 from erstwhile.store.sqlite import ann, graph_index, vector_file
 from erstwhile.store.sqlite.ann import ListIndex
-from erstwhile.store.sqlite.graph_index import GraphIndex
 from erstwhile.store.sqlite.connection import connect, log
+from erstwhile.store.sqlite.graph_index import GraphIndex
 from erstwhile.store.sqlite.matrix_view import View
 
 __all__ = ["VectorCache", "View"]
@@ -256,9 +256,10 @@ class VectorCache:
     def _list_candidates(
         self, matrix: _Matrix, view: View, rowids: np.ndarray, query: np.ndarray, limit: int
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """The list index's candidates: for a wide scope (``rowids``: the in-scope records with a vector), what the
-        index offers, a superset of its ``limit`` nearest in the scope: their rowids,
-        their rows in ``view`` and their similarities to ``query``. None when the scope
+        """The list index's candidates: for a wide scope (``rowids``: the in-scope
+        records with a vector), what the index offers, a superset of its ``limit``
+        nearest in the scope: their rowids, their rows in ``view`` and their
+        similarities to ``query``. None when the scope
         is not wide, or its index is not built yet (one is started) or finds too few:
         the caller scores the scope exactly. A scope of enough rows but under
         ``min_share`` of the store uses a built index only where it pays
