@@ -273,3 +273,25 @@ def test_the_graph_runs_beside_the_default_local_model(tmp_path: Path) -> None:
                           timeout=300, cwd=tmp_path, env=env)  # fmt: skip
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     assert done.stdout.split() == ["hnsw", "late", "True"]
+
+
+def test_without_faiss_the_lane_answers_as_before(tmp_path: Path, monkeypatch: Any) -> None:
+    """faiss that does not load turns the graph off for the process (one attempt, a
+    warning): searches are answered exactly, as without an index."""
+    attempts = []
+
+    def missing() -> Any:
+        attempts.append(1)
+        raise ImportError("no faiss here")
+
+    monkeypatch.setattr(graph_index, "_faiss", missing)
+    memory = open_graphed(str(tmp_path / "store.db"))
+    try:
+        vectors = clustered(5, 100)
+        write(memory, vectors, ["r0"] * 100)
+        for i in range(3):
+            hit = search(memory, vectors[i], 1).hits[0]
+            assert hit.record.id == f"m{i}" and hit.signals["semantic"].get("index") is None
+        assert graph_of(memory).unavailable and len(attempts) == 1
+    finally:
+        memory.close()

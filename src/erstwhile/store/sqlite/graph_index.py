@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from erstwhile.store.sql.scoring import gathered_scores
+from erstwhile.store.sqlite.connection import log
 
 #: Fewer in-scope vectors than this: exact (the lane's gather of a few thousand rows
 #: costs about what a graph search does).
@@ -181,6 +182,7 @@ class GraphIndex:
         self.tail = np.zeros(0, dtype=np.int64)  # rowids taken since, not in the graph
         self.absorbing = False
         self._pending: set[int] | None = None  # rowids changed while a build runs
+        self.unavailable = False  # faiss would not load: the list index serves
 
     @property
     def ready(self) -> bool:
@@ -204,7 +206,7 @@ class GraphIndex:
 
     def start(self) -> bool:
         """Marks a build as begun; False when one is running, or one is done and not due."""
-        if self._pending is not None or (self.ready and not self.due()):
+        if self.unavailable or self._pending is not None or (self.ready and not self.due()):
             return False
         self._pending = set()
         return True
@@ -271,9 +273,14 @@ class GraphIndex:
                 index.add(np.ascontiguousarray(snapshot[start : start + _CHUNK]))
             rng = np.random.default_rng(rowids.shape[0])
             breadths = calibrate(index, snapshot, rng) if rowids.shape[0] else self.breadths
-        except BaseException:
+        except BaseException as error:
             with lock:  # searches stay as they were; a later wide one builds again
                 self._pending = None
+                if isinstance(error, ImportError):  # never again in this process
+                    self.unavailable = True
+                    log.warning("the vector graph index is off: faiss did not load (%s)",
+                                error)  # fmt: skip
+                    return
             raise
         with lock:
             pending, self._pending = self._pending or set(), None
