@@ -34,6 +34,7 @@ def open_graphed(path: str) -> erstwhile.Memory:
     memory = erstwhile.open(path, embedder=HashEmbedder(DIMENSIONS), background_jobs=False)
     vectors = cache_of(memory)
     vectors.background, vectors.graph_min_rows, vectors.min_share = False, 20, 0.2
+    vectors.graph_rows_per_breadth = 0  # whatever its breadth
     vectors.min_rows = 1 << 62  # the list index never answers here
     return memory
 
@@ -255,7 +256,7 @@ def test_the_graph_runs_beside_the_default_local_model(tmp_path: Path) -> None:
         "         for w in ('roses',)]\n"
         "m.upsert('ns', [{'id': str(i), 'content': t} for i, t in enumerate(texts)])\n"
         "cache = m.service.store.dialect._vectors\n"
-        "cache.graph_min_rows = 20\n"
+        "cache.graph_min_rows, cache.graph_rows_per_breadth = 20, 0\n"
         "m.search('ns', 'roses', top_k=3, ranking='semantic')  # starts the build\n"
         "graph = next(iter(cache._matrices.values())).graph\n"
         "for _ in range(600):\n"
@@ -293,5 +294,24 @@ def test_without_faiss_the_lane_answers_as_before(tmp_path: Path, monkeypatch: A
             hit = search(memory, vectors[i], 1).hits[0]
             assert hit.record.id == f"m{i}" and hit.signals["semantic"].get("index") is None
         assert graph_of(memory).unavailable and len(attempts) == 1
+    finally:
+        memory.close()
+
+
+def test_a_scope_too_narrow_for_its_breadth_is_scored_exactly(tmp_path: Path) -> None:
+    """A scope holding fewer than ``ROWS_PER_BREADTH`` rows per unit of its calibrated
+    breadth is scored exactly (the walk would cost more); a wide one still uses the graph."""
+    memory = open_graphed(str(tmp_path / "store.db"))
+    try:
+        vectors = clustered(6, 600)
+        write(memory, vectors, ["r0" if i % 10 == 0 else "r1" for i in range(600)])
+        search(memory, vectors[0], 10)  # builds the graph
+        cache_of(memory).graph_rows_per_breadth = 1.0
+        graph = graph_of(memory)
+        narrow = search(memory, vectors[0], 10, filter={"room": "r0"}).hits
+        assert int(graph.breadths[7]) > 60  # a tenth's depth: its breadth exceeds 60 rows
+        assert {h.signals["semantic"].get("index") for h in narrow} == {None}
+        assert {h.signals["semantic"].get("index") for h in search(memory, vectors[0], 10).hits} \
+            == {"hnsw"}  # fmt: skip
     finally:
         memory.close()

@@ -172,6 +172,7 @@ class VectorCache:
         #: until then); "ivf": the list index alone (the benches compare them)
         self.index_kind = "hnsw"
         self.graph_min_rows = graph_index.MIN_ROWS
+        self.graph_rows_per_breadth: float = graph_index.ROWS_PER_BREADTH
         self.database = database
         self.folder = vector_file.folder(database)  # the saved copies (None: none)
         self.save_min = vector_file.save_min()
@@ -220,7 +221,8 @@ class VectorCache:
                 self._run(self._graph_absorb, matrix)
             if not graph.ready:
                 return None
-            return graph.search(rowids, view.whole(rowids), query, limit, view)
+            return graph.search(rowids, view.whole(rowids), query, limit, view,
+                                self.graph_rows_per_breadth)  # fmt: skip
 
     def _run(self, work: Callable[[_Matrix], None], matrix: _Matrix) -> None:
         """Runs ``work`` (called with the lock held): in a background thread, or (tests)
