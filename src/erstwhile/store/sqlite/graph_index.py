@@ -48,9 +48,9 @@ from erstwhile.store.sqlite.connection import log
 MIN_ROWS = 5_000
 #: A scope is searched through the graph only when it holds at least this many rows
 #: per unit of its calibrated breadth: a filtered walk at breadth b costs about what
-#: scoring 16·b gathered rows exactly does (100k real vectors, a scope of 8,400: breadth
+#: scoring 18·b gathered rows exactly does (100k real vectors, a scope of 8,440: breadth
 #: 512 took 9.4 ms p50, the exact path 8.6; results/real_vectors_100k_hnsw.json).
-ROWS_PER_BREADTH = 16
+ROWS_PER_BREADTH = 20
 #: Links per node (faiss's M) and the breadth of a build's searches.
 LINKS = 32
 CONSTRUCTION = 64
