@@ -315,3 +315,21 @@ def test_a_scope_too_narrow_for_its_breadth_is_scored_exactly(tmp_path: Path) ->
             == {"hnsw"}  # fmt: skip
     finally:
         memory.close()
+
+
+def test_a_build_in_the_callers_thread_leaves_its_openmp_setting(tmp_path: Path) -> None:
+    """A build run in the host's own thread (tests, ``build_vector_index``) asks OpenMP
+    for its threads there and gives the thread its setting back."""
+    import faiss
+
+    memory = open_graphed(str(tmp_path / "store.db"))
+    before = faiss.omp_get_max_threads()
+    try:
+        faiss.omp_set_num_threads(before + 3)
+        write(memory, clustered(7, 100), ["r0"] * 100)
+        search(memory, clustered(7, 1)[0], 1)
+        assert graph_of(memory).ready
+        assert faiss.omp_get_max_threads() == before + 3
+    finally:
+        faiss.omp_set_num_threads(before)
+        memory.close()

@@ -26,9 +26,10 @@ whole store down to 1/64 (``DEPTHS``), the smallest breadth reaching ``TARGET`` 
 recall@10 with ``FLOOR`` at the 10th percentile. A scope whose depth no breadth
 reaches is scored exactly.
 
-faiss runs its builds with OpenMP: a build thread asks for ``build_threads()``
-threads (OpenMP's setting is per calling thread, so the host's own threads and
-searches are left as they were); a single-query search runs on the caller's thread.
+faiss runs its builds with OpenMP: a build asks for ``build_threads()`` threads for
+its own thread and restores that thread's setting after (OpenMP's setting is per
+calling thread, so the host's threads are left as they were); a single-query search
+runs on the caller's thread alone.
 """
 
 from __future__ import annotations
@@ -274,14 +275,18 @@ class GraphIndex:
         started = time.perf_counter()
         try:
             faiss = _faiss()
-            faiss.omp_set_num_threads(build_threads())  # this thread's OpenMP only
-            index = faiss.IndexHNSWFlat(self.dimensions, LINKS, faiss.METRIC_INNER_PRODUCT)
-            index.hnsw.efConstruction = CONSTRUCTION
-            snapshot = _Snapshot(rows, positions)
-            for start in range(0, rowids.shape[0], _CHUNK):
-                index.add(np.ascontiguousarray(snapshot[start : start + _CHUNK]))
-            rng = np.random.default_rng(rowids.shape[0])
-            breadths = calibrate(index, snapshot, rng) if rowids.shape[0] else self.breadths
+            threads = faiss.omp_get_max_threads()  # this thread's OpenMP setting, restored
+            faiss.omp_set_num_threads(build_threads())
+            try:
+                index = faiss.IndexHNSWFlat(self.dimensions, LINKS, faiss.METRIC_INNER_PRODUCT)
+                index.hnsw.efConstruction = CONSTRUCTION
+                snapshot = _Snapshot(rows, positions)
+                for start in range(0, rowids.shape[0], _CHUNK):
+                    index.add(np.ascontiguousarray(snapshot[start : start + _CHUNK]))
+                rng = np.random.default_rng(rowids.shape[0])
+                breadths = calibrate(index, snapshot, rng) if rowids.shape[0] else self.breadths
+            finally:
+                faiss.omp_set_num_threads(threads)
         except BaseException as error:
             with lock:  # searches stay as they were; a later wide one builds again
                 self._pending = None
