@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from bench import realtext
-from bench.engines.erstwhile_engine import exact_path
+from bench.engines.erstwhile_engine import exact_path, index_kind
 
 ROOMS = 12
 K = 10
@@ -64,6 +64,12 @@ def exact(matrix: np.ndarray, rooms: np.ndarray) -> Search:
     return search
 
 
+def held_depths() -> tuple[int, ...]:
+    from erstwhile.store.sqlite import graph_index
+
+    return graph_index.DEPTHS
+
+
 def erstwhile_engine(
     texts: list[str], matrix: np.ndarray, rooms: np.ndarray, workdir: str
 ) -> tuple[Any, Search, dict[str, float]]:
@@ -83,7 +89,7 @@ def erstwhile_engine(
         memory.upsert("real", batch)
         spent += time.perf_counter() - t
     t = time.perf_counter()
-    memory.service.store.dialect.build_vector_index(matrix.shape[1])
+    memory.service.store.dialect.build_vector_index(matrix.shape[1])  # list index and graph
     built = time.perf_counter() - t
 
     def search(query: np.ndarray, room: int | None) -> list[int]:
@@ -244,6 +250,18 @@ def main(argv: list[str] | None = None) -> int:
             memory, search, ingest = erstwhile_engine(texts, matrix, rooms, workdir)
             engines["erstwhile"] = search
             result["ingest"]["erstwhile"] = ingest
+            graph = memory.service.store.dialect._vectors  # type: ignore[attr-defined]
+            held = next(iter(graph._matrices.values())).graph
+            result["builds"]["erstwhile"] = {
+                "hnsw_build_s": round(held.built_s, 2),
+                "hnsw_breadths_by_depth": dict(zip(map(str, held_depths()), held.breadths.tolist(),
+                                                   strict=True))}  # fmt: skip
+
+            def listed(query: np.ndarray, room: int | None, search: Search = search) -> list[int]:
+                with index_kind(memory, "ivf"):
+                    return search(query, room)
+
+            engines["erstwhile (ivf)"] = listed
         if "numpy" in wanted:
             engines["numpy exact"] = floor
         if "chroma" in wanted:

@@ -69,12 +69,25 @@ def exact_path(memory: erstwhile.Memory) -> Iterator[None]:
     """Within it, every semantic scope of ``memory``'s SQLite store is scored exactly
     (its vector index switched off): what the exact path costs beside a scan."""
     vectors: Any = memory.service.store.dialect._vectors  # type: ignore[attr-defined]
-    saved = vectors.min_rows
-    vectors.min_rows = 1 << 62
+    saved = vectors.min_rows, vectors.graph_min_rows
+    vectors.min_rows = vectors.graph_min_rows = 1 << 62
     try:
         yield
     finally:
-        vectors.min_rows = saved
+        vectors.min_rows, vectors.graph_min_rows = saved
+
+
+@contextmanager
+def index_kind(memory: erstwhile.Memory, kind: str) -> Iterator[None]:
+    """Within it, ``memory``'s SQLite store searches through index ``kind`` ("hnsw": the
+    graph, the list index until it is built; "ivf": the list index alone)."""
+    vectors: Any = memory.service.store.dialect._vectors  # type: ignore[attr-defined]
+    saved = vectors.index_kind
+    vectors.index_kind = kind
+    try:
+        yield
+    finally:
+        vectors.index_kind = saved
 
 
 class QueryTableEmbedder(HashEmbedder):

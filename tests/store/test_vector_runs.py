@@ -197,7 +197,7 @@ def test_a_build_in_a_thread_beside_searches_keeps_every_answer_exact() -> None:
                 rowids = np.flatnonzero(view.position >= 0)
                 found = cache.candidates(matrix, view, rowids, query, 10)
                 if found is not None:
-                    keys, at, scores = found
+                    keys, at, scores, _ = found
                     assert (view.rowid_of[at] == keys).all()
                     np.testing.assert_allclose(scores, view.rows[at] @ query, atol=1e-5)
         except BaseException as error:  # reported below

@@ -29,7 +29,7 @@ from erstwhile.store.sql.maintenance import Finding, Read
 
 class SemanticHits(list[tuple[Record, float]]):
     """The vector lane's hits, best first, and the index that found them: None when
-    the scope was scored exactly, else its name (e.g. ``"ivf"``), which each hit
+    the scope was scored exactly, else its name (``"hnsw"``, ``"ivf"``), which each hit
     carries in its ``semantic`` signal."""
 
     found_by: str | None = None

@@ -1,5 +1,7 @@
 """The wide-scope index of the SQLite vector lane: an inverted file (IVF) over one
-embedder's vectors, answering a search whose scope is large and wide.
+embedder's vectors, answering a search whose scope is large and wide until the graph
+index (:mod:`erstwhile.store.sqlite.graph_index`) is built, and saved with the matrix
+so that a fresh process has an index while it builds its graph.
 
 Exact cosine over the in-scope rows costs a pass over them; for a scope of most of a
 large store that is a pass over the whole matrix. Above ``MIN_ROWS`` in-scope vectors
@@ -49,7 +51,7 @@ from erstwhile.store.sql.scoring import gathered_scores
 # exact). At 100k vectors the index costs 0.79x exact at a tenth of the store (10k
 # rows), 0.13x at 15 % and 0.25x for every row, recall 0.97-1.00; over 11k vectors
 # 1.17x for every row (the bench's 10k store has clusters of 11: 56 of 100 lists are
-# probed). The same thresholds as the HNSW graph it replaced.
+# probed).
 # Kept at 10,000 (reviewed with the exact path's whole-matrix pass): at 100k the index
 # wins from a 10k-row scope (0.79x) and loses at 5k (1.12x), so the crossover is just
 # under it; an 11k-vector store pays 1.17x for its full scope (about 0.1 ms), which a

@@ -425,8 +425,7 @@ class SqliteDialect(Dialect):
             # a wide scope: the index's candidates, each then scored exactly
             candidates = self._vectors.candidates(matrix, view, rowids, query, limit)
             if candidates is not None:
-                rowids, positions, similarities = candidates
-                found.found_by = "ivf"
+                rowids, positions, similarities, found.found_by = candidates
             elif view.whole(rowids):  # every row, exact: one pass in matrix order
                 rowids = view.rowid_of[: view.count]
                 positions = np.arange(view.count)

@@ -25,13 +25,15 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Callable
 
 import numpy as np
 
-from erstwhile.store.sqlite import ann, vector_file
+from erstwhile.store.sqlite import ann, graph_index, vector_file
 from erstwhile.store.sqlite.ann import ListIndex
 from erstwhile.store.sqlite.change_log import changes_since
 from erstwhile.store.sqlite.connection import connect, log
+from erstwhile.store.sqlite.graph_index import GraphIndex
 from erstwhile.store.sqlite.matrix_view import View
 
 __all__ = ["VectorCache", "View"]
@@ -49,6 +51,7 @@ class _Matrix:
         self.seq = -1  # the scope_log entry read up to; -1: nothing read
         self.live = 0  # rowids with a vector
         self.index = ListIndex(dimensions)
+        self.graph = GraphIndex(dimensions)  # searched first once built (graph_index)
         #: Bumped when :meth:`regroup` moves rows: positions of one layout are never
         #: read against the arrays of another (a search holds one :class:`View`).
         self.layout = 0
@@ -92,6 +95,7 @@ class _Matrix:
         if self.written is not None:
             self.written.append(self.position[rowids])
         self.index.changed(rowids, vectors)
+        self.graph.changed(rowids, vectors)
 
     def withdraw(self, rowids: np.ndarray) -> None:
         inside = np.unique(rowids[rowids < self.position.shape[0]])
@@ -102,6 +106,7 @@ class _Matrix:
         self.rows[held] = 0.0  # nothing of a withdrawn or erased vector is saved again
         self.position[inside] = -1
         self.index.changed(inside, None)
+        self.graph.changed(inside, None)
 
     def has(self, rowids: np.ndarray) -> np.ndarray:
         """Which of these records have a vector (a boolean mask)."""
@@ -165,6 +170,11 @@ class VectorCache:
         # the scope the index answers (tests lower them to reach it with few rows)
         self.min_rows = ann.MIN_ROWS
         self.min_share = ann.MIN_SHARE
+        #: "hnsw": the graph answers once built (the list index, if built, serves
+        #: until then); "ivf": the list index alone (the benches compare them)
+        self.index_kind = "hnsw"
+        self.graph_min_rows = graph_index.MIN_ROWS
+        self.graph_rows_per_breadth: float = graph_index.ROWS_PER_BREADTH
         self.database = database
         self.folder = vector_file.folder(database)  # the saved copies (None: none)
         self.save_min = vector_file.save_min()
@@ -182,10 +192,78 @@ class VectorCache:
 
     def candidates(
         self, matrix: _Matrix, view: View, rowids: np.ndarray, query: np.ndarray, limit: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, str] | None:
+        """For a scope of enough rows (``rowids``: the in-scope records with a vector),
+        what an index offers, a superset of its ``limit`` nearest in the scope: their
+        rowids, their rows in ``view``, their exact similarities to ``query`` and the
+        index's name. None when no index answers (the caller scores the scope exactly).
+        The graph (:mod:`graph_index`) answers every scope whose depth its calibration
+        reaches, once built (a wide scope starts its build); until then, the list index
+        as below."""
+        if self.index_kind == "hnsw" and rowids.shape[0] >= max(1, self.graph_min_rows):
+            found = self._graph_candidates(matrix, view, rowids, query, limit)
+            if found is not None:
+                return (*found, "hnsw")
+        listed = self._list_candidates(matrix, view, rowids, query, limit)
+        return None if listed is None else (*listed, "ivf")
+
+    def _graph_candidates(
+        self, matrix: _Matrix, view: View, rowids: np.ndarray, query: np.ndarray, limit: int
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """For a wide scope (``rowids``: the in-scope records with a vector), what the
-        index offers, a superset of its ``limit`` nearest in the scope: their rowids,
-        their rows in ``view`` and their similarities to ``query``. None when the scope
+        graph = matrix.graph
+        with self._lock:
+            wide = rowids.shape[0] >= self.min_share * matrix.live
+            if wide and (not graph.ready or graph.due()) and graph.start():
+                self._run(self._graph_build, matrix)  # a rebuild: the old graph serves
+            tail = int(graph.tail.shape[0])
+            if graph.ready and not graph.building and not graph.absorbing and tail and (
+                tail >= graph_index.ABSORB_MIN or not self.background
+            ):  # fmt: skip
+                graph.absorbing = True
+                self._run(self._graph_absorb, matrix)
+            if not graph.ready:
+                return None
+            return graph.search(rowids, view.whole(rowids), query, limit, view,
+                                self.graph_rows_per_breadth)  # fmt: skip
+
+    def _run(self, work: Callable[[_Matrix], None], matrix: _Matrix) -> None:
+        """Runs ``work`` (called with the lock held): in a background thread, or (tests)
+        right here, the lock released meanwhile."""
+        if self.background:
+            threading.Thread(target=work, args=(matrix,), daemon=True,
+                             name="erstwhile-vector-graph").start()  # fmt: skip
+            return
+        self._lock.release()
+        try:
+            work(matrix)
+        finally:
+            self._lock.acquire()
+
+    def _graph_build(self, matrix: _Matrix) -> None:
+        with self._lock:
+            rowids = np.flatnonzero(matrix.position >= 0)
+            positions = matrix.position[rowids]
+            rows = matrix.rows  # a grown matrix is a new array: this one stays as is
+        matrix.graph.build(rowids, positions, rows, self._lock, self._current(matrix))
+
+    def _graph_absorb(self, matrix: _Matrix) -> None:
+        matrix.graph.absorb(self._lock, self._current(matrix))
+
+    @staticmethod
+    def _current(matrix: _Matrix) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        def current(changed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            alive = matrix.has(changed)
+            return alive, matrix.gather(changed[alive])
+
+        return current
+
+    def _list_candidates(
+        self, matrix: _Matrix, view: View, rowids: np.ndarray, query: np.ndarray, limit: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The list index's candidates: for a wide scope (``rowids``: the in-scope
+        records with a vector), what the index offers, a superset of its ``limit``
+        nearest in the scope: their rowids, their rows in ``view`` and their
+        similarities to ``query``. None when the scope
         is not wide, or its index is not built yet (one is started) or finds too few:
         the caller scores the scope exactly. A scope of enough rows but under
         ``min_share`` of the store uses a built index only where it pays
@@ -213,11 +291,14 @@ class VectorCache:
         return rowids, positions, similarities
 
     def build_index(self, matrix: _Matrix) -> None:
-        """Builds the matrix's index now, in this thread, unless it has one."""
+        """Builds the matrix's indexes now, in this thread, unless it has them."""
         with self._lock:
             started = matrix.index.start()
+            graph = self.index_kind == "hnsw" and matrix.graph.start()
         if started:
             self._snapshot_build(matrix)
+        if graph:
+            self._graph_build(matrix)
 
     def _build(self, matrix: _Matrix) -> None:
         """Runs a started build: in a background thread, or (tests) right here."""
