@@ -27,7 +27,7 @@ from erstwhile.domain.errors import InvalidInput
 from erstwhile.domain.records import Record
 from erstwhile.domain.time import now_us
 from erstwhile.store import StorageOptions
-from erstwhile.store.postgres import arrays, vectors
+from erstwhile.store.postgres import arrays, citus, vectors
 from erstwhile.store.postgres.arrays import array, text_array
 from erstwhile.store.postgres.connection import Connection, Database, connect
 from erstwhile.store.postgres.migrations import UNCHAINED, apply_migrations
@@ -69,9 +69,12 @@ _FORGET = (
     )
     + f" DELETE FROM {UNCHAINED[-1]} WHERE namespace = %(namespace)s AND record = %(rowid)s"
 )
+# every column but the namespace, which the WHERE pins: on Citus it is the distribution
+# column, and an UPDATE that sets it (even to its own value) is refused
 _UPDATE = (
-    f"UPDATE records SET {', '.join(f'{name} = %({name})s' for name in ROW_FIELDS)} "
-    "WHERE namespace = %(namespace)s AND rowid = %(rowid)s"
+    "UPDATE records SET "
+    + ", ".join(f"{name} = %({name})s" for name in ROW_FIELDS if name != "namespace")
+    + " WHERE namespace = %(namespace)s AND rowid = %(rowid)s"
 )
 
 # A write's changes to its namespace's term counts, at its end. Writers of a namespace
@@ -234,7 +237,9 @@ class PostgresDialect(Dialect):
         self.exact_limit = exact_limit
         options = options or StorageOptions()
         with connect(url) as conn:
-            apply_migrations(Connection(conn), now_us())
+            #: a Citus coordinator (citus.py): the tables distributed by namespace
+            self.citus = citus.active(Connection(conn))
+            apply_migrations(Connection(conn), now_us(), on_citus=self.citus)
         self.db: Database = Database(
             url, max_size=options.pool_size, timeout=options.pool_timeout,
             statement_timeout=options.statement_timeout, configure=_configure,
@@ -242,6 +247,8 @@ class PostgresDialect(Dialect):
         self._indexes = vectors.VectorIndexes(url)
         self._statistics = FreshStatistics()
         self.copies = ScopeCopies(self.db)  # the lane from memory (scope_copy.py)
+        # on Citus no change tracking tells a copy what changed: every search by SQL
+        self.copies.enabled = not self.citus
 
     # -- wording ------------------------------------------------------------------
 
