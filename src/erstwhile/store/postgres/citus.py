@@ -63,25 +63,20 @@ def distribute(conn: Connection) -> list[str]:
     pending = [table for table in _tables(conn) if table not in LOCAL]
     first = [table for table in FIRST if table in pending]
     order = first + [table for table in pending if table not in FIRST]
-    colocated = conn.execute("SELECT format('%I.records', current_schema())").fetchone()
-    assert colocated is not None
-    for table in order:  # names from the catalog; quoted by format() on the server
+    # each name qualified by the server (format's %I), in the store's own schema
+    qualified = "format('%%I.%%I', current_schema(), %s::text)"
+    for table in order:
         if table in REFERENCE:
-            conn.execute(
-                "SELECT create_reference_table(format('%%I.%%I', current_schema(), %s))",
-                (table,),
-            )
+            conn.execute(f"SELECT create_reference_table({qualified}::regclass)", (table,))
         elif table == "records":
             conn.execute(
-                "SELECT create_distributed_table("
-                "format('%%I.%%I', current_schema(), %s), 'namespace')",
-                (table,),
+                f"SELECT create_distributed_table({qualified}::regclass, 'namespace')", (table,)
             )
         else:
             conn.execute(
-                "SELECT create_distributed_table(format('%%I.%%I', current_schema(), %s),"
-                " 'namespace', colocate_with => %s)",
-                (table, colocated[0]),
+                f"SELECT create_distributed_table({qualified}::regclass, 'namespace',"
+                f" colocate_with => {qualified})",
+                (table, "records"),
             )
     return order
 

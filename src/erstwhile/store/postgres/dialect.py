@@ -243,6 +243,7 @@ class PostgresDialect(Dialect):
         self.db: Database = Database(
             url, max_size=options.pool_size, timeout=options.pool_timeout,
             statement_timeout=options.statement_timeout, configure=_configure,
+            literal_copies=self.citus,
         )  # fmt: skip
         self._indexes = vectors.VectorIndexes(url)
         self._statistics = FreshStatistics()
