@@ -521,6 +521,11 @@ def m009_change_tracking(conn: Connection) -> None:
         )
         """,
     )
+    if citus.active(conn):
+        # Citus distributes no table with triggers, and one would run on the worker
+        # (its xids, not the coordinator's): no change tracking there, and the scope
+        # copy that reads it is off (PostgresDialect, docs/postgres.md "On Citus")
+        return
     # function bodies hold ';' + newline: one statement each, not through run_script
     conn.execute(
         """
@@ -554,11 +559,6 @@ def m009_change_tracking(conn: Connection) -> None:
                 RETURN NULL;
             END $$"""
         )
-    if citus.active(conn):
-        # Citus distributes no table with triggers, and one would run on the worker
-        # (its xids, not the coordinator's): no change tracking there, and the scope
-        # copy that reads it is off (PostgresDialect, docs/postgres.md "On Citus")
-        return
     for table in ("records", "vectors"):
         conn.execute(
             f"CREATE TRIGGER {table}_stamp_xid BEFORE UPDATE ON {table}"
