@@ -92,6 +92,11 @@ class CitusServer(PgServer):
                             "-ccitus.multi_task_query_log_level=error")  # fmt: skip
 
 
+def on_citus(target: str) -> bool:
+    """Whether ``target`` is a store of the Citus lane."""
+    return "citus.shard_count" in target
+
+
 def with_options(url: str, *options: str) -> str:
     """``url`` with more server settings in its ``options``."""
     parts = urlsplit(url)

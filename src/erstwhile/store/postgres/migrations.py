@@ -737,6 +737,8 @@ def apply_migrations(conn: Connection, now: int, *, on_citus: bool = False) -> l
             (_LOCK,),
         )
         _ensure_vector_extension(conn)
+        if on_citus:  # a migration of stored rows reads every namespace's
+            conn.execute("SET LOCAL citus.multi_task_query_log_level = off")
         applied = migrate.apply(conn, MIGRATIONS, now, nullcontext)
         if on_citus:
             citus.distribute(conn)
