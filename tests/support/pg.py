@@ -110,8 +110,8 @@ def start_citus() -> CitusServer:
     url = os.environ.get(CITUS_URL)
     if not url:
         raise Unavailable(
-            f"no Citus cluster: set {CITUS_URL} to a coordinator's URL (scripts/citus-up brings one "
-            "up and prints it; .ci/run does)"
+            f"no Citus cluster: set {CITUS_URL} to a coordinator's URL (scripts/citus-up "
+            "brings one up and prints it; .ci/run does)"
         )
     return CitusServer(url)
 
