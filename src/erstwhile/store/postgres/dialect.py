@@ -3,8 +3,9 @@ connection pool, row locks and key claims. The lexical lane is the shared one
 (:mod:`erstwhile.store.sql.lexical`): the same BM25 scores as on SQLite.
 
 Every statement names its namespace, which is what lets the tables distribute by
-namespace on Citus (docs/postgres.md). The one exception is ``store_vectors``: the
-protocol hands it record rowids only, so on Citus it reaches every shard.
+namespace on Citus: opened on a Citus coordinator the store places its tables itself
+(:mod:`erstwhile.store.postgres.citus`, docs/postgres.md "On Citus"), and only the
+inspections that read every namespace say so (:meth:`PostgresDialect.every_shard`).
 """
 
 from __future__ import annotations
