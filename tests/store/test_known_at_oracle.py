@@ -370,7 +370,13 @@ class PostgresKnownAtMachine(KnownAtMachine):
     backend = "postgres"
 
 
-for machine, examples in ((KnownAtMachine, 40), (PostgresKnownAtMachine, 15)):
+class CitusKnownAtMachine(KnownAtMachine):
+    backend = "citus"  # the store distributed by namespace (tests/support/pg.py)
+
+
+for machine, examples in (
+    (KnownAtMachine, 40), (PostgresKnownAtMachine, 15), (CitusKnownAtMachine, 10),
+):  # fmt: skip
     machine.TestCase.settings = settings(
         max_examples=examples,
         stateful_step_count=20,
@@ -381,3 +387,4 @@ test_known_at_oracle_sqlite = KnownAtMachine.TestCase
 test_known_at_oracle_postgres = pytest.mark.usefixtures("postgres_server")(
     PostgresKnownAtMachine.TestCase
 )
+test_known_at_oracle_citus = pytest.mark.usefixtures("citus_server")(CitusKnownAtMachine.TestCase)

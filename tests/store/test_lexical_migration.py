@@ -4,6 +4,8 @@ ranking as a store written fresh, and the old full-text objects gone."""
 
 from __future__ import annotations
 
+import pytest
+from tests.support import pg
 from tests.support.raw import backend_of, execute, scalar
 
 import erstwhile
@@ -54,6 +56,9 @@ def _ranked(m: erstwhile.Memory) -> list[list[tuple[str, float]]]:
 
 
 def test_an_old_full_text_index_migrates_to_the_same_ranking(store_target: str) -> None:
+    if pg.on_citus(store_target):
+        pytest.skip("no release before this one ran on Citus: an upgrade from before this "
+                    "migration never meets a distributed store")  # fmt: skip
     with erstwhile.open(store_target, embedder="none", background_jobs=False) as m:
         m.upsert("one", RECORDS)
         m.upsert("two", RECORDS[:2])

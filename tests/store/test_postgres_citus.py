@@ -11,8 +11,7 @@ to those tables names its namespace (docs/postgres.md, "On Citus").
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -22,14 +21,12 @@ from tests.support.pg import PgServer
 
 import erstwhile
 from erstwhile.embedding import HashEmbedder
+from erstwhile.store.postgres import citus
 
-#: Tables that hold no namespace's data, and what they become on Citus.
+#: Tables that hold no namespace's data: what the store makes of them on Citus.
 NOT_DISTRIBUTED = {
-    "namespaces": "reference table (its key, name, is the namespace itself)",
-    "tokens": "reference table (a token may span namespaces)",
-    "jobs": "coordinator-local bookkeeping (job ids are global)",
-    "schema_migrations": "coordinator-local bookkeeping",
-}
+    **dict.fromkeys(citus.REFERENCE, "reference"), **dict.fromkeys(citus.LOCAL, "local"),
+}  # fmt: skip
 
 #: Statements that may reach every shard, on purpose (docs/postgres.md says which).
 ALL_SHARDS = (
@@ -132,9 +129,23 @@ def test_every_statement_names_its_namespace(
     monkeypatch.setattr(psycopg.Cursor, "execute", recording_execute)
     monkeypatch.setattr(psycopg.Cursor, "executemany", recording_executemany)
     monkeypatch.setattr(psycopg.Cursor, "copy", recording_copy)
-    with erstwhile.open(pg_target, embedder=HashEmbedder(dimensions=16),
+    workload(pg_target, sent.clear)  # the migrations ran on their own connection
+    touching = [sql for sql in sent if _TOUCHES.search(sql)]
+    assert len(touching) > 50, "the workload reached too few statements to mean anything"
+    assert any(sql.startswith("COPY records") for sql in touching)
+    unscoped = [
+        sql for sql in touching
+        if not _PINNED.search(sql) and not any(p.match(sql) for p in ALL_SHARDS)
+    ]  # fmt: skip
+    assert unscoped == [], "statements that would reach every shard:\n" + "\n".join(unscoped)
+
+
+def workload(target: str, started: Callable[[], object] = lambda: None) -> None:
+    """Writes of every kind, every lane with filters, history, the graph, the embed
+    job and expiry, through the public API (``started`` once the store is open)."""
+    with erstwhile.open(target, embedder=HashEmbedder(dimensions=16),
                         background_jobs=False, extractor="heuristic") as m:  # fmt: skip
-        sent.clear()  # the migrations ran on their own connection; from here on: the store
+        started()
         m.upsert("ns", [{"id": f"r{i}", "content": f"Alice met Bob in Paris {i}",
                          "tags": ["t"], "metadata": {"room": str(i % 3)}, "key": f"k{i}"}
                         for i in range(30)])  # fmt: skip
@@ -150,8 +161,12 @@ def test_every_statement_names_its_namespace(
         m.upsert("ns", [{"id": "late", "content": "written without a vector"}])
         m.reindex("ns")  # the embed job: a backlog stored by store_vectors
         m.extract("ns")
+        now = m.get("ns", "r1b").updated_at
         for ranking in ("lexical", "semantic", "hybrid"):
             m.search("ns", "Alice Paris", ranking=ranking, filter={"room": "1"}, tags=["t"])
+            for time in ({"as_of": now}, {"known_at": now},
+                         {"between": {"from": "2020-01-01T00:00:00Z", "until": now}}):  # fmt: skip
+                m.search("ns", "Alice Paris", ranking=ranking, **time)
         m.search("ns", "Alice", include_historical=True, expand=True)
         m.search("ns", query_vector=list(np.ones(16)), predicates=[
             {"key": "room", "op": "GTE", "values": ["1"]}])  # fmt: skip
@@ -160,35 +175,84 @@ def test_every_statement_names_its_namespace(
         m.entities("ns")
         m.expire("ns", filter={"room": "2"}, action="soft_delete", max_rows=100)
         m.expire("ns", filter={"room": "0"}, action="hard_delete", max_rows=100)
-    touching = [sql for sql in sent if _TOUCHES.search(sql)]
-    assert len(touching) > 50, "the workload reached too few statements to mean anything"
-    assert any(sql.startswith("COPY records") for sql in touching)
-    unscoped = [
-        sql for sql in touching
-        if not _PINNED.search(sql) and not any(p.match(sql) for p in ALL_SHARDS)
-    ]  # fmt: skip
-    assert unscoped == [], "statements that would reach every shard:\n" + "\n".join(unscoped)
 
 
-def test_the_distribution_ddl_in_the_docs_covers_every_table(pg_target: str) -> None:
-    """docs/postgres.md's Citus statements name every table of the schema once, each
-    as the catalog says it should be placed: a table left out would stay local to the
-    coordinator, and every search of it would leave the shard."""
-    erstwhile.open(pg_target, embedder="none").close()
-    tables = {row[0] for row in catalog(pg_target, """
+@pytest.fixture
+def citus_target(citus_server: PgServer) -> Iterator[str]:
+    target = citus_server.new_target()
+    yield target
+    citus_server.drop_target(target)
+
+
+def test_on_citus_every_table_is_placed_by_the_store(citus_target: str) -> None:
+    """Opened on the coordinator, the store distributes every namespace table by
+    namespace, co-located with ``records``; the global tables are reference tables,
+    the bookkeeping stays on the coordinator, and no table keeps a trigger."""
+    erstwhile.open(citus_target, embedder="none").close()
+    erstwhile.open(citus_target, embedder="none").close()  # a second open: nothing to do
+    tables = {row[0] for row in catalog(citus_target, """
         SELECT c.relname FROM pg_class c
         WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p')
         AND NOT c.relispartition""")}  # fmt: skip
-    docs = (Path(__file__).resolve().parents[2] / "docs" / "postgres.md").read_text()
-    placed = re.findall(
-        r"SELECT (create_distributed_table|create_reference_table"
-        r"|citus_add_local_table_to_metadata)\('(\w+)'",
-        docs,
-    )
-    named = [table for _, table in placed]
-    assert sorted(set(named)) == sorted(named), "a table is placed twice"
-    assert set(named) == tables, (sorted(tables - set(named)), sorted(set(named) - tables))
-    kinds = dict((table, kind) for kind, table in placed)
-    for table in tables:
-        local = table in NOT_DISTRIBUTED
-        assert (kinds[table] != "create_distributed_table") == local, table
+    with psycopg.connect(citus_target) as conn:
+        placed = citus.placement(conn)  # type: ignore[arg-type]
+    assert set(placed) == tables - set(citus.LOCAL)
+    colocation = placed["records"][1]
+    for table in tables - set(citus.LOCAL):
+        if table in citus.REFERENCE:
+            assert placed[table][0] == "reference", table
+        else:
+            assert placed[table] == ("distributed", colocation), table
+    keys = dict(catalog(citus_target, """
+        SELECT c.relname, column_to_column_name(d.logicalrelid, d.partkey)
+        FROM pg_dist_partition d JOIN pg_class c ON c.oid = d.logicalrelid
+        WHERE c.relnamespace = current_schema()::regnamespace
+            AND d.partmethod = 'h'"""))  # fmt: skip
+    assert set(keys.values()) == {"namespace"}
+    triggers = catalog(citus_target, """
+        SELECT t.tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+        WHERE c.relnamespace = current_schema()::regnamespace
+            AND NOT t.tgisinternal""")  # fmt: skip
+    assert triggers == []
+
+
+def test_on_citus_a_statement_on_many_shards_is_an_error(citus_target: str) -> None:
+    """The guard the Citus lane runs under (tests/support/pg.py): a statement planned
+    as more than one task fails, so a store statement that fans out fails its test."""
+    erstwhile.open(citus_target, embedder="none").close()
+    with psycopg.connect(citus_target) as conn:
+        assert conn.execute("SELECT count(*) FROM records WHERE namespace = 'a'").fetchone()
+        with pytest.raises(psycopg.Error, match="multi-task"):
+            conn.execute("SELECT count(*) FROM records")
+
+
+def test_on_citus_the_workload_runs_one_shard_a_statement(citus_target: str) -> None:
+    """The workload above on a distributed store: each statement one task (one shard),
+    or the guard fails it."""
+    workload(citus_target)
+
+
+def test_on_citus_a_second_handle_never_answers_stale(citus_target: str) -> None:
+    """A handle that searched a namespace many times (on plain PostgreSQL its scope
+    copy would be warm) answers every other handle's invalidations, supersessions,
+    soft and hard deletes at once."""
+    embedder = HashEmbedder(dimensions=16)
+    writer = erstwhile.open(citus_target, embedder=embedder, background_jobs=False)
+    reader = erstwhile.open(citus_target, embedder=embedder, background_jobs=False)
+    with writer, reader:
+        writer.upsert("ns", [{"id": f"r{i}", "content": f"river stone {i}"} for i in range(8)])
+
+        def found(ranking: str) -> set[str]:
+            hits = reader.search("ns", "river stone", ranking=ranking, top_k=20).hits
+            return {hit.record.id for hit in hits}
+
+        for _ in range(5):
+            for ranking in ("semantic", "lexical", "hybrid"):
+                assert found(ranking) == {f"r{i}" for i in range(8)}
+        writer.invalidate("ns", "r0")
+        writer.delete("ns", "r1")
+        writer.delete("ns", "r2", hard=True)
+        writer.supersede("ns", "r3", {"id": "r3b", "content": "river stone again"})
+        expected = {"r3b", *(f"r{i}" for i in range(4, 8))}
+        for ranking in ("semantic", "lexical", "hybrid"):
+            assert found(ranking) == expected, ranking

@@ -46,6 +46,9 @@ def _versions_table(m: erstwhile.Memory, backend: str) -> Any:
 
 
 def test_the_past_is_filled_from_the_versions(backend: str, store_target: str) -> None:
+    if backend == "citus":
+        pytest.skip("no release before this one ran on Citus: an upgrade from before this "
+                    "migration never meets a distributed store")  # fmt: skip
     target = store_target
     with erstwhile.open(target, embedder="hash", background_jobs=False) as m:
         m.upsert("ns", [{"id": "a", "content": "apple pie", "tags": ["t"]}])
@@ -80,6 +83,9 @@ def test_the_past_is_filled_from_the_versions(backend: str, store_target: str) -
 def test_dropping_the_versions_keeps_a_version_only_it_held(
     backend: str, store_target: str
 ) -> None:
+    if backend == "citus":
+        pytest.skip("no release before this one ran on Citus: an upgrade from before this "
+                    "migration never meets a distributed store")  # fmt: skip
     target = store_target
     with erstwhile.open(target, embedder="hash", background_jobs=False) as m:
         m.upsert("ns", [{"id": "a", "content": "apple pie", "payload": b"\x00p"}])

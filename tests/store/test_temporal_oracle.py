@@ -18,7 +18,7 @@ from tests.support import pg
 import erstwhile
 from erstwhile.domain.time import format_instant
 
-BACKENDS = ["sqlite", "postgres"]
+BACKENDS = ["sqlite", "postgres", "citus"]
 
 DAY = 86_400 * 1_000_000
 BASE = 1_577_836_800 * 1_000_000  # 2020-01-01T00:00:00Z
@@ -406,11 +406,19 @@ class PostgresTemporalMachine(TemporalMachine):
     backend = "postgres"
 
 
-MACHINES = {"sqlite": TemporalMachine, "postgres": PostgresTemporalMachine}
+class CitusTemporalMachine(TemporalMachine):
+    backend = "citus"  # the store distributed by namespace (tests/support/pg.py)
+
+
+MACHINES = {
+    "sqlite": TemporalMachine, "postgres": PostgresTemporalMachine, "citus": CitusTemporalMachine,
+}  # fmt: skip
+#: each Citus example creates and drops its schema's distributed tables (about a second)
+EXAMPLES = {"sqlite": 100, "postgres": 100, "citus": 25}
 assert list(MACHINES) == BACKENDS
-for machine in MACHINES.values():
+for backend, machine in MACHINES.items():
     machine.TestCase.settings = settings(
-        max_examples=100,
+        max_examples=EXAMPLES[backend],
         stateful_step_count=25,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow],
@@ -419,3 +427,4 @@ test_temporal_oracle_sqlite = TemporalMachine.TestCase
 test_temporal_oracle_postgres = pytest.mark.usefixtures("postgres_server")(
     PostgresTemporalMachine.TestCase
 )
+test_temporal_oracle_citus = pytest.mark.usefixtures("citus_server")(CitusTemporalMachine.TestCase)

@@ -11,6 +11,7 @@ database state — so concurrent writers wait for each other instead of failing.
 from __future__ import annotations
 
 import logging
+import re
 import select
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -37,6 +38,9 @@ def _native(sql: str) -> str:
     # may use ``%s`` and ``%b`` already). No statement has a literal ``?``.
     return sql.replace("?", "%s")
 
+
+#: An INSERT that copies rows from a table (not from ``unnest`` of array parameters).
+_COPIES_ROWS = re.compile(r"\s*INSERT INTO \w+ \([^)]*\)\s+SELECT\b(?![^;]*\bunnest\()", re.I)
 
 #: Rows per INSERT … SELECT FROM unnest(…): one array parameter per column, so the
 #: statement's text (which the driver parses) does not grow with the batch.
@@ -110,11 +114,16 @@ class Connection:
     else is the psycopg connection's (``raw``). ``pipeline`` holds the pipeline mode a
     write runs in, if it does, until enough rows are held back to COPY them."""
 
-    __slots__ = ("fresh", "held", "pending", "pipeline", "raw")
+    __slots__ = ("fresh", "held", "literal", "pending", "pipeline", "raw")
 
-    def __init__(self, raw: psycopg.Connection[Any], pipeline: ExitStack | None = None) -> None:
+    def __init__(
+        self, raw: psycopg.Connection[Any], pipeline: ExitStack | None = None, *,
+        literal: bool = False,
+    ) -> None:  # fmt: skip
         self.raw = raw
         self.pipeline = pipeline
+        #: on Citus: an ``INSERT … SELECT`` goes with its values in its text (below)
+        self.literal = literal
         self.pending: dict[str, Deferred] = {}
         self.held = 0
         #: rowids this transaction drew for records it creates: no row of any table
@@ -165,6 +174,12 @@ class Connection:
             self.flush()
         if params is None:  # no placeholders are parsed at all
             return self.raw.execute(sql)
+        if self.literal and isinstance(sql, str) and _COPIES_ROWS.match(sql):
+            # Citus plans an INSERT … SELECT between co-located tables as one task per
+            # shard unless the namespace it reads is a value it can prune by at plan
+            # time: a parameter is not one (every archived version reached all 32
+            # shards); bound by the client, it is one task on one shard
+            return psycopg.ClientCursor(self.raw).execute(_native(sql), params)
         return self.raw.execute(_native(sql) if isinstance(sql, str) else sql, params)
 
     def executemany(self, sql: str, rows: Sequence[Any]) -> None:
@@ -263,8 +278,10 @@ class Database:
         timeout: float = 10.0,
         statement_timeout: float = 0.0,
         configure: Callable[[psycopg.Connection[Any]], None] | None = None,
+        literal_copies: bool = False,
     ) -> None:
         self.url = url
+        self.literal = literal_copies  # on Citus (Connection.execute)
         limit = round(statement_timeout * 1000)
 
         def prepared(conn: psycopg.Connection[Any]) -> None:
@@ -318,7 +335,7 @@ class Database:
     def connection(self) -> Iterator[Connection]:
         """A pooled autocommit connection: each statement is its own transaction."""
         with self._pooled() as conn:
-            yield Connection(conn)
+            yield Connection(conn, literal=self.literal)
 
     read = connection
 
@@ -326,7 +343,7 @@ class Database:
     def atomic(self) -> Iterator[Connection]:
         """One write transaction (READ COMMITTED; lock what you read with FOR UPDATE)."""
         with self._pooled() as conn, conn.transaction():
-            tx = Connection(conn)
+            tx = Connection(conn, literal=self.literal)
             yield tx
             tx.flush()  # rows held back are part of the transaction
 
@@ -338,7 +355,7 @@ class Database:
             conn.isolation_level, conn.read_only = IsolationLevel.REPEATABLE_READ, True
             try:
                 with conn.transaction():
-                    yield Connection(conn)
+                    yield Connection(conn, literal=self.literal)
             finally:
                 # back to the pool's default for the next user; a connection that broke
                 # (not idle) is discarded by the pool, settings and all
@@ -354,7 +371,7 @@ class Database:
         with self._pooled() as conn, conn.transaction():
             with ExitStack() as stack:
                 stack.enter_context(conn.pipeline())
-                tx = Connection(conn, stack)
+                tx = Connection(conn, stack, literal=self.literal)
                 yield tx
             tx.pipeline = None
             tx.flush()

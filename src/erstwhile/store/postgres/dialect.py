@@ -3,8 +3,9 @@ connection pool, row locks and key claims. The lexical lane is the shared one
 (:mod:`erstwhile.store.sql.lexical`): the same BM25 scores as on SQLite.
 
 Every statement names its namespace, which is what lets the tables distribute by
-namespace on Citus (docs/postgres.md). The one exception is ``store_vectors``: the
-protocol hands it record rowids only, so on Citus it reaches every shard.
+namespace on Citus: opened on a Citus coordinator the store places its tables itself
+(:mod:`erstwhile.store.postgres.citus`, docs/postgres.md "On Citus"), and only the
+inspections that read every namespace say so (:meth:`PostgresDialect.every_shard`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from erstwhile.domain.errors import InvalidInput
 from erstwhile.domain.records import Record
 from erstwhile.domain.time import now_us
 from erstwhile.store import StorageOptions
-from erstwhile.store.postgres import arrays, vectors
+from erstwhile.store.postgres import arrays, citus, vectors
 from erstwhile.store.postgres.arrays import array, text_array
 from erstwhile.store.postgres.connection import Connection, Database, connect
 from erstwhile.store.postgres.migrations import UNCHAINED, apply_migrations
@@ -69,9 +70,12 @@ _FORGET = (
     )
     + f" DELETE FROM {UNCHAINED[-1]} WHERE namespace = %(namespace)s AND record = %(rowid)s"
 )
+# every column but the namespace, which the WHERE pins: on Citus it is the distribution
+# column, and an UPDATE that sets it (even to its own value) is refused
 _UPDATE = (
-    f"UPDATE records SET {', '.join(f'{name} = %({name})s' for name in ROW_FIELDS)} "
-    "WHERE namespace = %(namespace)s AND rowid = %(rowid)s"
+    "UPDATE records SET "
+    + ", ".join(f"{name} = %({name})s" for name in ROW_FIELDS if name != "namespace")
+    + " WHERE namespace = %(namespace)s AND rowid = %(rowid)s"
 )
 
 # A write's changes to its namespace's term counts, at its end. Writers of a namespace
@@ -234,14 +238,25 @@ class PostgresDialect(Dialect):
         self.exact_limit = exact_limit
         options = options or StorageOptions()
         with connect(url) as conn:
-            apply_migrations(Connection(conn), now_us())
+            #: a Citus coordinator (citus.py): the tables distributed by namespace
+            self.citus = citus.active(Connection(conn))
+            apply_migrations(Connection(conn), now_us(), on_citus=self.citus)
         self.db: Database = Database(
             url, max_size=options.pool_size, timeout=options.pool_timeout,
             statement_timeout=options.statement_timeout, configure=_configure,
+            literal_copies=self.citus,
         )  # fmt: skip
         self._indexes = vectors.VectorIndexes(url)
         self._statistics = FreshStatistics()
         self.copies = ScopeCopies(self.db)  # the lane from memory (scope_copy.py)
+        # on Citus no change tracking tells a copy what changed: every search by SQL
+        self.copies.enabled = not self.citus
+
+    def every_shard(self, tx: Connection) -> None:
+        if self.citus:
+            # a cluster set to refuse statements on many shards (as the tests' is:
+            # citus.multi_task_query_log_level) lets this transaction's through
+            tx.execute("SET LOCAL citus.multi_task_query_log_level = off")
 
     # -- wording ------------------------------------------------------------------
 
@@ -589,6 +604,7 @@ class PostgresDialect(Dialect):
             for table in UNCHAINED
         )
         with self.db.snapshot() as tx:
+            self.every_shard(tx)
             row = tx.execute(
                 "SELECT count(*) FROM vectors WHERE dimensions > 0 AND vector_norm(embedding) = 0"
             ).fetchone()

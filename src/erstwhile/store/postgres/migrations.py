@@ -17,6 +17,7 @@ from contextlib import nullcontext
 from psycopg import errors
 
 from erstwhile.domain.errors import InvalidInput
+from erstwhile.store.postgres import citus
 from erstwhile.store.postgres.connection import Connection
 from erstwhile.store.sql import graph, lexical_index, migrate, past
 from erstwhile.store.sql.migrate import Migration, run_script
@@ -520,6 +521,11 @@ def m009_change_tracking(conn: Connection) -> None:
         )
         """,
     )
+    if citus.active(conn):
+        # Citus distributes no table with triggers, and one would run on the worker
+        # (its xids, not the coordinator's): no change tracking there, and the scope
+        # copy that reads it is off (PostgresDialect, docs/postgres.md "On Citus")
+        return
     # function bodies hold ';' + newline: one statement each, not through run_script
     conn.execute(
         """
@@ -718,9 +724,10 @@ def pending(conn: Connection) -> bool:
     return int(done[0] if done else 0) < len(MIGRATIONS)
 
 
-def apply_migrations(conn: Connection, now: int) -> list[str]:
-    """Applies what is missing in one transaction. Returns the names applied."""
-    if not pending(conn):
+def apply_migrations(conn: Connection, now: int, *, on_citus: bool = False) -> list[str]:
+    """Applies what is missing in one transaction, and on Citus places the tables
+    not placed yet (:func:`citus.distribute`). Returns the names applied."""
+    if not pending(conn) and not (on_citus and citus.unplaced(conn)):
         return []
     applied: list[str] = []
     with conn.transaction():
@@ -730,5 +737,9 @@ def apply_migrations(conn: Connection, now: int) -> list[str]:
             (_LOCK,),
         )
         _ensure_vector_extension(conn)
+        if on_citus:  # a migration of stored rows reads every namespace's
+            conn.execute("SET LOCAL citus.multi_task_query_log_level = off")
         applied = migrate.apply(conn, MIGRATIONS, now, nullcontext)
+        if on_citus:
+            citus.distribute(conn)
     return applied

@@ -156,6 +156,11 @@ class Dialect(ABC):
     #: of among every term's (:func:`erstwhile.store.sql.lexical.postings_of`).
     lexical_segments = False
 
+    def every_shard(self, tx: Tx) -> None:
+        """Says that ``tx``'s statements read every namespace on purpose (an
+        inspection); where tables are distributed by namespace they reach every shard."""
+        return  # one server holds every namespace: nothing to say
+
     # -- wording ------------------------------------------------------------------
 
     def unindexed(self, column: str) -> str:

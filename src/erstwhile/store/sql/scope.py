@@ -112,12 +112,16 @@ def _placed(
         else:
             # past the first few, a member is a test of each row (OFFSET 0 keeps it from
             # being pulled up into a join): planning joins grows faster than their count
-            tested = " OFFSET 0" if len(clauses) >= JOINED_MEMBERS else ""
+            # — and names its namespace as a value: a subquery kept apart is planned
+            # apart, and on Citus only a value routes it to the namespace's shard (the
+            # outer row's column did not: a FOR UPDATE over it could not be planned)
+            apart = len(clauses) >= JOINED_MEMBERS
+            pinned = "?" if apart else namespace_column
             clauses.append(
-                f"EXISTS (SELECT 1 FROM {member.table} m WHERE m.namespace = {namespace_column}"
-                f" AND m.record = {rowid} AND {member.on('m')}{tested})"
+                f"EXISTS (SELECT 1 FROM {member.table} m WHERE m.namespace = {pinned}"
+                f" AND m.record = {rowid} AND {member.on('m')}{' OFFSET 0' if apart else ''})"
             )
-            params += member.params
+            params += [namespace, *member.params] if apart else member.params
     return ([conjunction(clauses)] if clauses else []), params
 
 

@@ -546,6 +546,7 @@ class SqlStore:
     def reader(self) -> Iterator[Read]:
         """Reads (``?`` placeholders) that all see one committed state."""
         with self.db.snapshot() as tx:
+            self.dialect.every_shard(tx)  # a backup, an export, a check: every namespace
             yield lambda sql, params: tx.execute(sql, list(params)).fetchall()
 
     def restore(
@@ -581,6 +582,7 @@ class SqlStore:
 
     def integrity(self) -> list[Finding]:
         with self.db.snapshot() as tx:
+            self.dialect.every_shard(tx)
             text = lexical_index.integrity(
                 lambda sql: tx.execute(sql).fetchall(),
                 lexical_index.tiers(self.dialect),
@@ -599,7 +601,9 @@ class SqlStore:
         terms = [(column, value) for column, value in given if value is not None]
         if terms:
             sql += " WHERE " + " AND ".join(f"{column} = ?" for column, _ in terms)
-        with self.db.read() as tx:
+        with self.db.read() if namespace is not None else self.db.snapshot() as tx:
+            if namespace is None:
+                self.dialect.every_shard(tx)
             rows = tx.execute(sql + " ORDER BY seq", [value for _, value in terms]).fetchall()
         return [LedgerEntry(*row) for row in rows]
 
