@@ -197,17 +197,14 @@ class AddMemoryInput(_Input):
     )
     metadata: MetadataInput = Field(
         default_factory=dict,
-        description="Extra key/value pairs (values are stored as text). A `session` or "
-        "`conversation` key names the conversation it was said in: it is then embedded "
-        "with the memory before it there, so a reply is found by what it answered.",
+        description="Extra key/value pairs (values are stored as text); a `session` or "
+        "`conversation` key embeds the memory with the one before it in that conversation.",
     )
     valid_from: str | None = Field(
-        default=None,
-        description=f"When it became true (default: now); {INSTANT_HELP}.",
+        default=None, description=f"When it became true (default: now); {INSTANT_HELP}."
     )
     source: str | None = Field(
-        default=None,
-        description="Where it came from (a conversation, document or URL), for provenance.",
+        default=None, description="Where it came from (a conversation, document or URL)."
     )
 
 
