@@ -18,13 +18,12 @@ from typing import Any
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.store.test_vector_index import DIMENSIONS, ROOMS, clustered, search, unit, write
 
 import erstwhile
 from erstwhile.embedding import HashEmbedder
 from erstwhile.store.sqlite import graph_index
 
-DIMENSIONS = 16
-ROOMS = ("r0", "r1", "r2")
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
@@ -46,29 +45,6 @@ def cache_of(memory: erstwhile.Memory) -> Any:
 def graph_of(memory: erstwhile.Memory) -> graph_index.GraphIndex:
     matrix = next(iter(cache_of(memory)._matrices.values()))
     return matrix.graph  # type: ignore[no-any-return]
-
-
-def unit(rows: np.ndarray) -> np.ndarray:
-    return rows / np.linalg.norm(rows, axis=-1, keepdims=True)
-
-
-def clustered(seed: int, count: int, dimensions: int = DIMENSIONS) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    centres = unit(rng.normal(size=(8, dimensions)))
-    return unit(centres[rng.integers(0, 8, count)] + 0.3 * rng.normal(size=(count, dimensions)))
-
-
-def write(memory: erstwhile.Memory, vectors: np.ndarray, rooms: list[str], start: int = 0) -> None:
-    memory.upsert("ns", [
-        {"id": f"m{start + i}", "content": f"memory {start + i}", "vector": v.tolist(),
-         "metadata": {"room": rooms[i]}}
-        for i, v in enumerate(vectors)
-    ])  # fmt: skip
-
-
-def search(memory: erstwhile.Memory, query: np.ndarray, k: int, **options: Any) -> Any:
-    return memory.search("ns", query_vector=query.tolist(), top_k=k, include_historical=True,
-                         **options)  # fmt: skip
 
 
 # derandomized: the recall bound is statistical; scope membership, exact scores and

@@ -197,7 +197,7 @@ def test_a_fresh_process_searches_through_the_saved_index_and_its_later_writes(
     writer.close()
     fresh = open_indexed(path)
     cache = fresh.service.store.dialect._vectors  # type: ignore[attr-defined]
-    monkeypatch.setattr(cache, "_build", lambda matrix: pytest.fail("built anew"))
+    monkeypatch.setattr(cache, "_snapshot_build", lambda matrix: pytest.fail("built anew"))
     try:
         hits = search(fresh, vectors[5], 2).hits
         assert {h.record.id for h in hits} == {"m5", "late"}

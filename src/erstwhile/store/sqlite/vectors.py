@@ -226,12 +226,14 @@ class VectorCache:
             return graph.search(rowids, view.whole(rowids), query, limit, view,
                                 self.graph_rows_per_breadth)  # fmt: skip
 
-    def _run(self, work: Callable[[_Matrix], None], matrix: _Matrix) -> None:
+    def _run(
+        self, work: Callable[[_Matrix], None], matrix: _Matrix,
+        name: str = "erstwhile-vector-graph",
+    ) -> None:  # fmt: skip
         """Runs ``work`` (called with the lock held): in a background thread, or (tests)
         right here, the lock released meanwhile."""
         if self.background:
-            threading.Thread(target=work, args=(matrix,), daemon=True,
-                             name="erstwhile-vector-graph").start()  # fmt: skip
+            threading.Thread(target=work, args=(matrix,), daemon=True, name=name).start()
             return
         self._lock.release()
         try:
@@ -275,7 +277,7 @@ class VectorCache:
                 if not matrix.index.ready or not matrix.index.pays(int(rowids.shape[0]), limit):
                     return None
             elif (not matrix.index.ready or matrix.index.due()) and matrix.index.start():
-                self._build(matrix)  # or a retrain: the old lists serve meanwhile
+                self._run(self._snapshot_build, matrix, "erstwhile-vector-index")  # or a retrain
             if not matrix.index.ready:
                 return None
             member: np.ndarray | None = None
@@ -299,18 +301,6 @@ class VectorCache:
             self._snapshot_build(matrix)
         if graph:
             self._graph_build(matrix)
-
-    def _build(self, matrix: _Matrix) -> None:
-        """Runs a started build: in a background thread, or (tests) right here."""
-        if self.background:
-            threading.Thread(target=self._snapshot_build, args=(matrix,), daemon=True,
-                             name="erstwhile-vector-index").start()  # fmt: skip
-            return
-        self._lock.release()
-        try:
-            self._snapshot_build(matrix)
-        finally:
-            self._lock.acquire()
 
     def _snapshot_build(self, matrix: _Matrix) -> None:
         with self._lock:
