@@ -309,3 +309,22 @@ def test_a_build_in_the_callers_thread_leaves_its_openmp_setting(tmp_path: Path)
     finally:
         faiss.omp_set_num_threads(before)
         memory.close()
+
+
+def test_close_stops_the_builds_under_way(tmp_path: Path) -> None:
+    """A store closed while its graph is being built in the background leaves no
+    thread of it running in the host's process, and its graph stops part way."""
+    import threading
+
+    memory = erstwhile.open(str(tmp_path / "m.db"), embedder=HashEmbedder(DIMENSIONS),
+                            background_jobs=False)  # fmt: skip
+    vectors = cache_of(memory)
+    vectors.graph_min_rows, vectors.min_share = 20, 0.2  # builds stay in the background
+    vectors.min_rows = 1 << 62
+    write(memory, clustered(12, 40_000), ["r0"] * 40_000)
+    search(memory, unit(np.ones(DIMENSIONS)), 5)  # a wide scope: a build begins
+    graph = graph_of(memory)
+    assert graph.building or graph.ready
+    memory.close()
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("erstwhile-vector")]
+    assert not graph.building and graph.stopped and not graph.start()

@@ -80,6 +80,12 @@ TOMBSTONE_SHARE = 0.25
 #: Calibrate again once the graph holds this many times the vectors calibrated on.
 RECALIBRATE_GROWTH = 2.0
 _CHUNK = 65536
+#: Vectors a build adds at a time; a closed cache stops it between two.
+_ADD_CHUNK = 8192
+
+
+class _Stopped(Exception):
+    """A build ends: its cache was closed."""
 
 
 def build_threads() -> int:
@@ -193,6 +199,9 @@ class GraphIndex:
         self.absorbing = False
         self._pending: set[int] | None = None  # rowids changed while a build runs
         self.unavailable = False  # faiss would not load: the list index serves
+        #: The cache was closed: a build or an absorb under way ends at its next step
+        #: (``_ADD_CHUNK`` vectors at most), and none starts.
+        self.stopped = False
 
     @property
     def ready(self) -> bool:
@@ -216,7 +225,12 @@ class GraphIndex:
 
     def start(self) -> bool:
         """Marks a build as begun; False when one is running, or one is done and not due."""
-        if self.unavailable or self._pending is not None or (self.ready and not self.due()):
+        if (
+            self.stopped
+            or self.unavailable
+            or self._pending is not None
+            or (self.ready and not self.due())
+        ):
             return False
         self._pending = set()
         return True
@@ -252,7 +266,8 @@ class GraphIndex:
         try:
             while True:
                 with lock:
-                    if self.index is None or self.building or self.tail.shape[0] == 0:
+                    if (self.stopped or self.index is None or self.building
+                            or self.tail.shape[0] == 0):  # fmt: skip
                         return
                     part, self.tail = self.tail[:ABSORB_CHUNK], self.tail[ABSORB_CHUNK:]
                     alive, vectors = current(part)
@@ -281,8 +296,12 @@ class GraphIndex:
                 index = faiss.IndexHNSWFlat(self.dimensions, LINKS, faiss.METRIC_INNER_PRODUCT)
                 index.hnsw.efConstruction = CONSTRUCTION
                 snapshot = _Snapshot(rows, positions)
-                for start in range(0, rowids.shape[0], _CHUNK):
-                    index.add(np.ascontiguousarray(snapshot[start : start + _CHUNK]))
+                for start in range(0, rowids.shape[0], _ADD_CHUNK):
+                    if self.stopped:
+                        raise _Stopped
+                    index.add(np.ascontiguousarray(snapshot[start : start + _ADD_CHUNK]))
+                if self.stopped:
+                    raise _Stopped
                 rng = np.random.default_rng(rowids.shape[0])
                 breadths = calibrate(index, snapshot, rng) if rowids.shape[0] else self.breadths
             finally:
@@ -290,6 +309,8 @@ class GraphIndex:
         except BaseException as error:
             with lock:  # searches stay as they were; a later wide one builds again
                 self._pending = None
+                if isinstance(error, _Stopped):
+                    return
                 if isinstance(error, ImportError):  # never again in this process
                     self.unavailable = True
                     log.warning("the vector graph index is off: faiss did not load (%s)",

@@ -184,6 +184,7 @@ class VectorCache:
         self._due: dict[str, vector_file.Snapshot] = {}
         self._writer: threading.Thread | None = None
         self._closed = False
+        self._threads: list[threading.Thread] = []  # index builds under way (``_run``)
 
     def view(self, matrix: _Matrix) -> View:
         """The matrix's arrays as one consistent reading (taken under the lock)."""
@@ -233,7 +234,9 @@ class VectorCache:
         """Runs ``work`` (called with the lock held): in a background thread, or (tests)
         right here, the lock released meanwhile."""
         if self.background:
-            threading.Thread(target=work, args=(matrix,), daemon=True, name=name).start()
+            thread = threading.Thread(target=work, args=(matrix,), daemon=True, name=name)
+            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+            thread.start()
             return
         self._lock.release()
         try:
@@ -516,9 +519,17 @@ class VectorCache:
             )
 
     def close(self) -> None:
-        """Finishes the saves due; later ones are not made."""
+        """Finishes the saves due; later ones are not made. Stops the graph builds
+        under way at their next step, and waits for every index build to end, so
+        nothing of the store runs in the host's process after it."""
         with self._saves:
             self._closed = True
+        with self._lock:
+            for matrix in self._matrices.values():
+                matrix.graph.stopped = True
+            threads, self._threads = self._threads, []
+        for thread in threads:
+            thread.join()
         self.saved()
 
 
