@@ -2,9 +2,11 @@
 
 Every change to what a copy holds appends the rowid of the record it concerns:
 the insert of a record's row (``SqliteDialect.insert_record``, a batch's in one
-statement), a trigger on every update and delete of it, and a write of a vector row
-that changes no record row (``SqliteDialect.store_vector``, ``store_units``,
-``withdraw_vectors``: the embed job's vectors, a withdrawal). ``seq`` is max + 1, so
+statement), a trigger on every update and delete of it, and a write of vector rows
+that changes no record row (``SqliteDialect.vectors_alone``, called for the embed
+job's vectors and ``set_embedding``; ``withdraw_vectors`` for a namespace's
+withdrawal). A vector written with its record's row is logged by that row's entry.
+``seq`` is max + 1, so
 the entries are in commit order (one writer at a time) and have no gaps but those
 pruning leaves at the front.
 

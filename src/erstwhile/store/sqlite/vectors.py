@@ -108,6 +108,19 @@ class _Matrix:
         self.index.changed(inside, None)
         self.graph.changed(inside, None)
 
+    def snapshot(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What an index build reads outside the lock (take it under the lock): every
+        rowid with a vector, its row's position, and the rows (a grown matrix is a new
+        array: this one stays as is)."""
+        rowids = np.flatnonzero(self.position >= 0)
+        return rowids, self.position[rowids], self.rows
+
+    def current(self, changed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Which of these rowids still have a vector (a mask), and those vectors: what a
+        build applies of the changes made while it ran."""
+        alive = self.has(changed)
+        return alive, self.gather(changed[alive])
+
     def has(self, rowids: np.ndarray) -> np.ndarray:
         """Which of these records have a vector (a boolean mask)."""
         if rowids.shape[0] and int(rowids.max()) < self.position.shape[0]:
@@ -246,21 +259,11 @@ class VectorCache:
 
     def _graph_build(self, matrix: _Matrix) -> None:
         with self._lock:
-            rowids = np.flatnonzero(matrix.position >= 0)
-            positions = matrix.position[rowids]
-            rows = matrix.rows  # a grown matrix is a new array: this one stays as is
-        matrix.graph.build(rowids, positions, rows, self._lock, self._current(matrix))
+            rowids, positions, rows = matrix.snapshot()
+        matrix.graph.build(rowids, positions, rows, self._lock, matrix.current)
 
     def _graph_absorb(self, matrix: _Matrix) -> None:
-        matrix.graph.absorb(self._lock, self._current(matrix))
-
-    @staticmethod
-    def _current(matrix: _Matrix) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
-        def current(changed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            alive = matrix.has(changed)
-            return alive, matrix.gather(changed[alive])
-
-        return current
+        matrix.graph.absorb(self._lock, matrix.current)
 
     def _list_candidates(
         self, matrix: _Matrix, view: View, rowids: np.ndarray, query: np.ndarray, limit: int
@@ -307,15 +310,8 @@ class VectorCache:
 
     def _snapshot_build(self, matrix: _Matrix) -> None:
         with self._lock:
-            rowids = np.flatnonzero(matrix.position >= 0)
-            positions = matrix.position[rowids]
-            rows = matrix.rows  # a grown matrix is a new array: this one stays as is
-
-        def current(changed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            alive = matrix.has(changed)
-            return alive, matrix.gather(changed[alive])
-
-        matrix.index.build(rowids, positions, rows, self._lock, current)
+            rowids, positions, rows = matrix.snapshot()
+        matrix.index.build(rowids, positions, rows, self._lock, matrix.current)
         self._regroup(matrix)
         with self._lock:  # the index and its matrix, saved at one seq
             for embedder_id, held in self._matrices.items():
