@@ -43,24 +43,25 @@ def active(conn: Connection) -> bool:
 
 
 def _tables(conn: Connection) -> list[str]:
-    """The store schema's tables that Citus does not place yet."""
+    """The store schema's tables that Citus does not place yet, but those that stay
+    on the coordinator (:data:`LOCAL`)."""
     rows = conn.execute(
         "SELECT c.relname FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace"
         " AND c.relkind IN ('r', 'p') AND NOT c.relispartition AND NOT EXISTS"
         " (SELECT 1 FROM pg_dist_partition d WHERE d.logicalrelid = c.oid) ORDER BY c.relname"
     ).fetchall()
-    return [str(row[0]) for row in rows]
+    return [str(row[0]) for row in rows if str(row[0]) not in LOCAL]
 
 
 def unplaced(conn: Connection) -> bool:
     """Whether a table of the store still waits to be placed (a cheap check)."""
-    return any(table not in LOCAL for table in _tables(conn))
+    return bool(_tables(conn))
 
 
 def distribute(conn: Connection) -> list[str]:
     """Places every table of the store's schema not placed yet (in the migrations'
     transaction). Returns their names."""
-    pending = [table for table in _tables(conn) if table not in LOCAL]
+    pending = _tables(conn)
     first = [table for table in FIRST if table in pending]
     order = first + [table for table in pending if table not in FIRST]
     # each name qualified by the server (format's %I), in the store's own schema
