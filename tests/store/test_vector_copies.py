@@ -77,12 +77,14 @@ def stored(path: Path, record_id: str) -> bytes:
 
 
 def holds(path: Path, needle: bytes, *, wal: bool = True) -> list[str]:
-    """The files under the database's name that hold ``needle`` (its WAL too, unless
-    ``wal`` is false: a hard delete empties it only when no reader of another handle
-    still needs it, else SQLite's next checkpoint does; closing the last handle does)."""
+    """The files under the database's name that hold ``needle``; with ``wal`` false,
+    the copies beside it only. A hard delete checkpoints the WAL, but while a reader of
+    another handle still needs older frames SQLite copies only those into the file and
+    leaves the rest, erased images included, for its next checkpoint: the database and
+    its WAL are clean once no reader needs them (closing the last handle, at least)."""
     found = []
     for entry in path.parent.glob(path.name + "*"):
-        if not wal and entry.name.endswith("-wal"):
+        if not wal and entry.name in (path.name, path.name + "-wal"):
             continue
         for file in entry.rglob("*") if entry.is_dir() else [entry]:
             if file.is_file() and needle in file.read_bytes():
